@@ -1,0 +1,31 @@
+"""sgem: structure-aware neural architecture search for Mixture-of-Experts.
+
+SGEM partitions a dataset into clusters, then jointly searches which expert each cluster is
+routed to and a cell architecture per expert, with a surrogate-assisted generalised EM.
+"""
+
+from .data import ClusteredTask, Split, build_task, make_toy_task
+from .search import SGEM, SearchConfig, SearchResult
+from .space import Arch, CellSpace, TabularSpace
+from .surrogate import Surrogate, SurrogateConfig
+from .train import TrainConfig, Trainer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SGEM",
+    "Arch",
+    "CellSpace",
+    "ClusteredTask",
+    "SearchConfig",
+    "SearchResult",
+    "Split",
+    "Surrogate",
+    "SurrogateConfig",
+    "TabularSpace",
+    "TrainConfig",
+    "Trainer",
+    "__version__",
+    "build_task",
+    "make_toy_task",
+]

@@ -1,0 +1,161 @@
+"""`ClusteredTask`: everything the search needs to know about a dataset, in one object.
+
+The search never touches raw files and loaders never know about EM; this class is the
+contract between the two. It is validated once, at construction, so that a problem in the
+user's data (NaN, bad labels, an empty cluster) surfaces here with a clear message instead
+of as a silent nonsense result an hour into a search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+LossKind = Literal["cross_entropy", "student_t"]
+
+MIN_CLUSTERS = 3
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    """One of train / validation / test: features, targets, cluster id per sample.
+
+    `source` is an optional ground-truth domain id per sample. It is never shown to the
+    search; it only feeds purity and oracle-recovery reports.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    cluster: np.ndarray
+    source: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def subset(self, index: np.ndarray) -> Split:
+        src = None if self.source is None else self.source[index]
+        return Split(self.x[index], self.y[index], self.cluster[index], src)
+
+
+@dataclass(frozen=True, eq=False)
+class ClusteredTask:
+    """A dataset partitioned into `n_clusters` clusters, split three ways.
+
+    Attributes:
+        name: short identifier, written to run directories.
+        train, val, test: the three splits. The search uses train and val only; test is
+            touched once, by the final evaluation.
+        n_clusters: M, the number of clusters.
+        loss: "cross_entropy" (classification, y in 0..n_classes-1) or "student_t".
+        n_classes: number of classes for classification, else None.
+        oracle_partition: optional ground-truth group per cluster (length M), used only to
+            report how well the found routing recovers the known structure.
+        centroids: optional (M, d) cluster centres, used for plots and to assign new data.
+    """
+
+    name: str
+    train: Split
+    val: Split
+    test: Split
+    n_clusters: int
+    loss: LossKind = "cross_entropy"
+    n_classes: int | None = None
+    oracle_partition: np.ndarray | None = None
+    centroids: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _validate_task(self)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.train.x.shape[1:])
+
+    @property
+    def cluster_sizes(self) -> np.ndarray:
+        """|C_m| over the training split: the weights of the cluster-aware objective."""
+        return np.bincount(self.train.cluster, minlength=self.n_clusters)
+
+    @property
+    def val_cluster_sizes(self) -> np.ndarray:
+        return np.bincount(self.val.cluster, minlength=self.n_clusters)
+
+    def summary(self) -> str:
+        sizes = self.cluster_sizes
+        return (
+            f"{self.name}: {len(self.train)} train / {len(self.val)} val / {len(self.test)} test, "
+            f"M={self.n_clusters} clusters (train sizes {sizes.min()}..{sizes.max()}), "
+            f"loss={self.loss}" + (f", {self.n_classes} classes" if self.n_classes else "")
+        )
+
+
+def _validate_task(task: ClusteredTask) -> None:
+    m = task.n_clusters
+    if not isinstance(m, int | np.integer) or m < MIN_CLUSTERS:
+        raise ValueError(
+            f"n_clusters must be an integer >= {MIN_CLUSTERS} (got {m!r}): SGEM routes clusters "
+            "to experts, and with fewer than 3 clusters there is no routing to search. "
+            "Use more clusters (e.g. n_clusters=20)."
+        )
+    if task.loss not in ("cross_entropy", "student_t"):
+        raise ValueError(f"loss must be 'cross_entropy' or 'student_t', got {task.loss!r}")
+    for name in ("train", "val", "test"):
+        _validate_split(getattr(task, name), name, task)
+    if task.loss == "cross_entropy":
+        for name in ("train", "val", "test"):
+            split = getattr(task, name)
+            if len(split) == 0:
+                continue
+            lo, hi = int(split.y.min()), int(split.y.max())
+            if lo < 0 or hi >= task.n_classes:
+                raise ValueError(
+                    f"{name} labels must lie in 0..{task.n_classes - 1} (n_classes="
+                    f"{task.n_classes}), found {lo}..{hi}. Re-encode labels, e.g. with "
+                    "np.unique(y, return_inverse=True)."
+                )
+    train_counts = task.cluster_sizes
+    val_counts = task.val_cluster_sizes
+    for counts, split in ((train_counts, "training"), (val_counts, "validation")):
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            raise ValueError(
+                f"cluster(s) {empty.tolist()} have no {split} samples. Every cluster needs "
+                f"{split} data: the surrogate's targets are per-cluster validation losses. "
+                "Use fewer clusters, a larger validation fraction, or merge small clusters."
+            )
+    if task.oracle_partition is not None and len(task.oracle_partition) != m:
+        raise ValueError(
+            f"oracle_partition has length {len(task.oracle_partition)}, expected one group "
+            f"per cluster ({m})."
+        )
+
+
+def _validate_split(split: Split, name: str, task: ClusteredTask) -> None:
+    x, y, c = split.x, split.y, split.cluster
+    if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)):
+        raise TypeError(f"{name}: x and y must be numpy arrays")
+    if x.ndim < 2:
+        raise ValueError(f"{name}: x must have shape (n_samples, ...features), got {x.shape}")
+    n = x.shape[0]
+    if y.shape[0] != n or c.shape != (n,):
+        raise ValueError(
+            f"{name}: x, y and cluster ids must have the same number of samples, got "
+            f"x {x.shape}, y {y.shape}, cluster {c.shape}"
+        )
+    if n and not np.isfinite(x).all():
+        bad = int((~np.isfinite(x)).reshape(n, -1).any(axis=1).sum())
+        raise ValueError(
+            f"{name}: x contains NaN or inf in {bad} sample(s). Impute or drop them before "
+            "building the task."
+        )
+    if task.loss == "cross_entropy" and n and not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"{name}: classification labels must be integers, got dtype {y.dtype}")
+    if task.loss == "student_t" and n and not np.isfinite(y).all():
+        raise ValueError(f"{name}: targets contain NaN or inf")
+    if n and (c.min() < 0 or c.max() >= task.n_clusters):
+        raise ValueError(
+            f"{name}: cluster ids must lie in 0..{task.n_clusters - 1}, found "
+            f"{int(c.min())}..{int(c.max())}"
+        )

@@ -1,0 +1,79 @@
+"""The paper's controlled 2-D task: a "linear" cloud and a "ring" cloud.
+
+The two clouds want architecturally different experts (a linear map separates the linear
+cloud; a radial basis function separates the rings by radius), which makes the task a test
+of architectural specialisation, not only of routing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .build import build_task
+from .task import ClusteredTask
+
+LINEAR, RING = 0, 1
+ORACLE_X_BOUNDARY = -2.0
+
+
+def sample_toy(
+    n_linear: int, n_ring: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw (x, y, source). Classes: 0/1 linear cloud (x > y or not), 2/3 inner/outer ring."""
+    lin = rng.normal(0.0, 2.0, size=(n_linear, 2))
+    y_lin = np.where(lin[:, 0] > lin[:, 1], 0, 1)
+    lin[:, 0] -= 6.0
+
+    n_inner = n_ring // 2
+    radius = np.concatenate([np.full(n_inner, 1.0), np.full(n_ring - n_inner, 2.0)])
+    angle = rng.uniform(0.0, 2.0 * np.pi, size=n_ring)
+    ring = np.stack([2.0 + radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    ring += rng.normal(0.0, 0.3, size=ring.shape)
+    y_ring = np.where(radius == 1.0, 2, 3)
+
+    x = np.concatenate([lin, ring])
+    y = np.concatenate([y_lin, y_ring]).astype(np.int64)
+    source = np.concatenate([np.full(n_linear, LINEAR), np.full(n_ring, RING)]).astype(np.int64)
+    return x, y, source
+
+
+def make_toy_task(
+    seed: int = 0,
+    n_per_cloud: int = 1000,
+    n_test_per_cloud: int = 500,
+    n_clusters: int = 20,
+    val_fraction: float = 0.2,
+) -> ClusteredTask:
+    """The toy ClusteredTask of the paper (2000 points, 80/20 split, M = 20 k-means clusters).
+
+    The test set (1000 points) comes from the same generator with a different seed and is
+    used once, for the final evaluation. The oracle partition puts clusters whose centroid
+    has x < -2 in the "linear" group (0) and the rest in the "ring" group (1).
+    """
+    rng = np.random.default_rng(seed)
+    x, y, source = sample_toy(n_per_cloud, n_per_cloud, rng)
+    test_rng = np.random.default_rng([seed, 1_000_003])
+    x_test, y_test, source_test = sample_toy(n_test_per_cloud, n_test_per_cloud, test_rng)
+    task = build_task(
+        x,
+        y,
+        n_clusters=n_clusters,
+        source=source,
+        test=(x_test, y_test, source_test),
+        val_fraction=val_fraction,
+        seed=seed,
+        name="toy",
+    )
+    oracle = np.where(task.centroids[:, 0] < ORACLE_X_BOUNDARY, LINEAR, RING).astype(np.int64)
+    return ClusteredTask(
+        name=task.name,
+        train=task.train,
+        val=task.val,
+        test=task.test,
+        n_clusters=task.n_clusters,
+        loss=task.loss,
+        n_classes=task.n_classes,
+        oracle_partition=oracle,
+        centroids=task.centroids,
+        meta={**task.meta, "oracle_rule": f"centroid x < {ORACLE_X_BOUNDARY} -> linear"},
+    )
