@@ -1,0 +1,196 @@
+"""One run end to end: task -> SGEM search -> final MoE -> result.json and plots.
+
+A run is fully described by its `run` config (task, space, search, seed); the same config
+and seed on CPU give the same result.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from .data.task import ClusteredTask
+from .data.toy import make_toy_task
+from .moe.cluster_gated import train_final_moe
+from .rundir import OBSERVATIONS, TRACE, RunDirectory, versions
+from .search.config import SearchConfig
+from .search.sgem import SGEM, SearchResult
+from .space.tabular import TABULAR_OPS, TabularSpace
+
+TOY_PRESET: dict[str, Any] = {
+    "task": {
+        "name": "toy",
+        "n_per_cloud": 1000,
+        "n_test_per_cloud": 500,
+        "n_clusters": 20,
+        "val_fraction": 0.2,
+    },
+    "space": {
+        "kind": "tabular",
+        "ops": list(TABULAR_OPS),
+        "n_nodes": 3,
+        "hidden": 8,
+        "dropout": 0.2,
+        "rbf_centres": 1,
+    },
+    "search": SearchConfig().to_dict(),
+    "torch_threads": 1,
+}
+
+PRESETS = {"toy": TOY_PRESET}
+
+
+def preset(name: str) -> dict[str, Any]:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; available: {sorted(PRESETS)}")
+    return copy.deepcopy(PRESETS[name])
+
+
+def merge(base: dict, override: dict, path: str = "") -> dict:
+    """Recursively override `base` with `override`, refusing keys `base` does not have."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if key not in out:
+            raise ValueError(f"unknown config key {path}{key!r}; known: {sorted(out)}")
+        if isinstance(value, dict) and isinstance(out[key], dict):
+            out[key] = merge(out[key], value, f"{path}{key}.")
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(name: str, config_file: str | Path | None = None) -> dict[str, Any]:
+    cfg = preset(name)
+    if config_file is not None:
+        data = yaml.safe_load(Path(config_file).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{config_file} must hold a mapping of config keys")
+        cfg = merge(cfg, data)
+    return cfg
+
+
+def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
+    params = dict(cfg)
+    name = params.pop("name")
+    if name == "toy":
+        return make_toy_task(seed=seed, **params)
+    raise ValueError(f"unknown task {name!r}; available: ['toy']")
+
+
+def build_space(cfg: dict) -> TabularSpace:
+    params = dict(cfg)
+    kind = params.pop("kind")
+    if kind != "tabular":
+        raise ValueError(f"unknown space kind {kind!r}; available: ['tabular']")
+    ops = params.pop("ops")
+    return TabularSpace(op_names=ops, **params)
+
+
+def run_experiment(
+    name: str = "toy",
+    seed: int = 0,
+    out: str | Path | None = None,
+    progress: bool = True,
+    config_file: str | Path | None = None,
+) -> dict:
+    """Run a preset end to end and write its run directory. Returns result.json's content."""
+    run_cfg = load_config(name, config_file)
+    run_cfg["seed"] = int(seed)
+    out = Path(out) if out is not None else Path("runs") / f"{name}-seed{seed}"
+    rundir = RunDirectory(out)
+    state = rundir.prepare({"run": run_cfg, "versions": versions()})
+    if state == "complete":
+        result = rundir.read_result()
+        result["reused"] = True
+        return result
+
+    start = time.perf_counter()
+    torch.set_num_threads(int(run_cfg["torch_threads"]))
+    task = build_task_from_config(run_cfg["task"], seed)
+    space = build_space(run_cfg["space"])
+    search_cfg = SearchConfig.from_dict(run_cfg["search"])
+
+    def listener(event: str, payload: dict) -> None:
+        if event == "observation":
+            rundir.append(OBSERVATIONS, payload["observation"].to_json())
+        elif event == "iteration":
+            rundir.append(TRACE, payload["row"])
+
+    search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener)
+    found = search.fit(task)
+    _, report = train_final_moe(
+        task,
+        search.trainer_,
+        found.assignment,
+        found.architectures,
+        steps=search_cfg.final_steps,
+        seed=seed,
+    )
+    result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
+    rundir.write_result(result)
+    if task.input_shape == (2,):
+        from .report import plot_routing_2d
+
+        plot_routing_2d(
+            task,
+            found.assignment,
+            rundir.file("routing.png"),
+            architectures=[a.key for a in found.architectures],
+            title=f"SGEM routing (seed {seed}, oracle match {found.oracle_match})",
+        )
+    return result
+
+
+def _result_json(
+    task: ClusteredTask, found: SearchResult, moe: dict, seed: int, seconds: float
+) -> dict:
+    return {
+        "task": task.name,
+        "seed": seed,
+        "routing": found.assignment.tolist(),
+        "architectures": [a.to_json() for a in found.architectures],
+        "architecture_keys": [a.key for a in found.architectures],
+        "oracle_partition": None
+        if task.oracle_partition is None
+        else task.oracle_partition.tolist(),
+        "oracle_match": found.oracle_match,
+        "region_val_losses": found.region_val_losses,
+        "test_accuracy": moe["test_accuracy"],
+        "test_nll": moe["test_nll"],
+        "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
+        "n_trained": found.n_trained,
+        "search_seconds": round(found.seconds, 3),
+        "wall_seconds": round(seconds, 3),
+        "mean_cluster_purity": task.meta.get("mean_purity"),
+        "cluster_sizes": task.cluster_sizes.tolist(),
+        "versions": versions(),
+    }
+
+
+def summarise(result: dict) -> str:
+    archs = result["architecture_keys"]
+    lines = [
+        f"task {result['task']}  seed {result['seed']}",
+        f"  routing (expert per cluster): {result['routing']}",
+    ]
+    if result.get("oracle_match") is not None:
+        lines.append(f"  oracle match: {result['oracle_match']:.2f}")
+    for k, key in enumerate(archs):
+        n = int(np.sum(np.asarray(result["routing"]) == k))
+        lines.append(f"  expert {k}: {n} clusters, cell {key}")
+    if result.get("test_accuracy") is not None:
+        lines.append(f"  MoE test accuracy: {result['test_accuracy']:.4f}")
+    lines.append(f"  MoE test NLL: {result['test_nll']:.4f}")
+    lines.append(
+        f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
+    )
+    return "\n".join(lines)
+
+
+__all__ = ["PRESETS", "load_config", "run_experiment", "summarise"]

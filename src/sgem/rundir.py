@@ -1,0 +1,137 @@
+"""The run directory: config.yaml, trace.jsonl, observations.jsonl, result.json, plots.
+
+Work is written the moment it exists (one JSON line per observation and per iteration,
+flushed), and result.json is written atomically, so a reader never sees half a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG, TRACE, OBSERVATIONS, RESULT = (
+    "config.yaml",
+    "trace.jsonl",
+    "observations.jsonl",
+    "result.json",
+)
+
+
+class RunDirectoryError(ValueError):
+    """The directory cannot hold this run (another run's files, corrupt files, ...)."""
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import scipy
+    import sklearn
+    import torch
+
+    from . import __version__
+
+    return {
+        "sgem": __version__,
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+    }
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, default=_json_default, allow_nan=True)
+
+
+class RunDirectory:
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def is_complete(self) -> bool:
+        return self.file(RESULT).exists()
+
+    def read_config(self) -> dict:
+        try:
+            data = yaml.safe_load(self.file(CONFIG).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise RunDirectoryError(f"{self.file(CONFIG)} is unreadable or corrupt: {exc}") from exc
+        if not isinstance(data, dict):
+            raise RunDirectoryError(f"{self.file(CONFIG)} does not hold a run configuration")
+        return data
+
+    def prepare(self, config: dict) -> str:
+        """Claim the directory for `config`. Returns "new" or "complete" (same config, done).
+
+        Refuses a directory that holds a different run, or files that are not a run's.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirectoryError(f"{self.path} exists and is not a directory")
+        if self.path.exists() and any(self.path.iterdir()):
+            if not self.file(CONFIG).exists():
+                raise RunDirectoryError(
+                    f"{self.path} is not empty and holds no sgem run ({CONFIG} missing). "
+                    "Choose another --out or empty the directory."
+                )
+            existing = self.read_config()
+            if existing.get("run") != config.get("run"):
+                diff = _differences(existing.get("run", {}), config.get("run", {}))
+                raise RunDirectoryError(
+                    f"{self.path} already holds a different run (differs in: "
+                    f"{', '.join(diff) or 'config'}). Choose another --out, or delete the "
+                    "directory to start over."
+                )
+            if self.is_complete:
+                return "complete"
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name in (TRACE, OBSERVATIONS):
+            self.file(name).write_text("")
+        self.file(CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+        return "new"
+
+    def append(self, name: str, record: dict) -> None:
+        with self.file(name).open("a") as fh:
+            fh.write(dumps(record) + "\n")
+            fh.flush()
+
+    def write_result(self, result: dict) -> None:
+        tmp = self.file(RESULT + ".tmp")
+        tmp.write_text(json.dumps(result, default=_json_default, indent=2))
+        os.replace(tmp, self.file(RESULT))
+
+    def read_result(self) -> dict:
+        try:
+            return json.loads(self.file(RESULT).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RunDirectoryError(f"{self.file(RESULT)} is unreadable or corrupt: {exc}") from exc
+
+    def read_trace(self) -> list[dict]:
+        lines = self.file(TRACE).read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += _differences(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            out.append(f"{prefix}{key}")
+    return out
