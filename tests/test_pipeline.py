@@ -74,7 +74,7 @@ def test_finished_run_is_reused_not_recomputed(smoke_run) -> None:
 
 def test_directory_with_a_different_run_is_refused(smoke_run) -> None:
     out, _ = smoke_run
-    with pytest.raises(RunDirectoryError, match="different run.*seed"):
+    with pytest.raises(RunDirectoryError, match=r"different run.*seed"):
         run_experiment("toy", seed=4, out=out, progress=False, config_file=SMOKE)
 
 
