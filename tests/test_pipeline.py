@@ -43,8 +43,13 @@ def test_run_writes_everything(smoke_run) -> None:
     assert [row["iteration"] for row in trace] == [1, 2, 3, 4]
     for row in trace:
         assert {"objective", "routing", "oracle_match", "n_trained", "seconds"} <= set(row)
-    n_obs = len((out / "observations.jsonl").read_text().splitlines())
-    assert n_obs == result["n_trained"]
+    import sqlite3
+
+    with sqlite3.connect(out / "store.sqlite") as db:
+        n_complete = db.execute(
+            "SELECT COUNT(*) FROM observations WHERE status = 'complete'"
+        ).fetchone()[0]
+    assert n_complete == result["n_trained"]
     assert (out / "routing.png").stat().st_size > 10_000
     assert (out / "config.yaml").exists()
 

@@ -1,4 +1,4 @@
-"""The `sgem` command."""
+"""The `sgem` command: run, resume, plot."""
 
 from __future__ import annotations
 
@@ -6,6 +6,23 @@ import argparse
 import sys
 
 from .rundir import RunDirectoryError
+from .store import StoreError
+
+
+def _add_executor_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        choices=["inline", "processes", "ray"],
+        default="inline",
+        help="where candidates are trained (default inline; results are the same)",
+    )
+    p.add_argument("--workers", type=int, default=2, help="worker processes for 'processes'")
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster address host:port (default: start a local Ray)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars, summary only")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,38 +36,68 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     run.add_argument("--out", default=None, help="run directory (default runs/PRESET-seedN)")
     run.add_argument("--config", default=None, help="YAML file overriding preset keys")
-    run.add_argument("--quiet", action="store_true", help="no progress bars, summary only")
+    _add_executor_flags(run)
+    resume = sub.add_parser("resume", help="continue an interrupted run from its checkpoint")
+    resume.add_argument("rundir", help="the run directory to continue")
+    _add_executor_flags(resume)
+    plot = sub.add_parser("plot", help="(re)draw convergence.png from a run directory")
+    plot.add_argument("rundir", help="a run directory written by `sgem run`")
     return p
+
+
+def _fail(message: str) -> int:
+    print(f"sgem: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "run":
-        from .pipeline import run_experiment, summarise
+    if args.command in ("run", "resume"):
+        from .pipeline import resume_experiment, run_experiment, summarise
 
+        out = (
+            args.rundir
+            if args.command == "resume"
+            else (args.out or f"runs/{args.preset}-seed{args.seed}")
+        )
+        common = dict(
+            progress=not args.quiet,
+            executor=args.executor,
+            workers=args.workers,
+            ray_address=args.ray_address,
+        )
         try:
-            result = run_experiment(
-                args.preset,
-                seed=args.seed,
-                out=args.out,
-                progress=not args.quiet,
-                config_file=args.config,
-            )
-        except (RunDirectoryError, ValueError) as exc:
-            print(f"sgem: error: {exc}", file=sys.stderr)
-            return 2
+            if args.command == "run":
+                result = run_experiment(
+                    args.preset, seed=args.seed, out=out, config_file=args.config, **common
+                )
+            else:
+                result = resume_experiment(out, **common)
+        except (RunDirectoryError, StoreError, ValueError, ConnectionError, ImportError) as exc:
+            return _fail(str(exc))
         except KeyboardInterrupt:
             print(
-                "sgem: interrupted; finished observations are in the run directory's "
-                "observations.jsonl",
+                f"\nsgem: interrupted. Finished trainings are saved in {out}/store.sqlite; "
+                f"continue with:\n    sgem resume {out}",
                 file=sys.stderr,
             )
             return 130
         if result.get("reused"):
             print("(this run directory already holds the finished run with this config)")
         print(summarise(result))
-        out = args.out or f"runs/{args.preset}-seed{args.seed}"
         print(f"  run directory: {out}")
+    elif args.command == "plot":
+        from .report import plot_convergence
+        from .rundir import RunDirectory
+
+        rundir = RunDirectory(args.rundir)
+        try:
+            if not rundir.file("trace.jsonl").exists():
+                raise RunDirectoryError(f"{args.rundir} holds no trace.jsonl: not a run directory")
+            path = plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))
+        except (RunDirectoryError, ValueError) as exc:
+            return _fail(str(exc))
+        print(f"wrote {path}")
     return 0
 
 

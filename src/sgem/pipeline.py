@@ -7,6 +7,8 @@ and seed on CPU give the same result.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,13 @@ import yaml
 
 from .data.task import ClusteredTask
 from .data.toy import make_toy_task
+from .executors import make_executor
 from .moe.cluster_gated import train_final_moe
-from .rundir import OBSERVATIONS, TRACE, RunDirectory, versions
+from .rundir import STORE, TRACE, RunDirectory, versions
 from .search.config import SearchConfig
 from .search.sgem import SGEM, SearchResult
 from .space.tabular import TABULAR_OPS, TabularSpace
+from .store import ObservationStore
 
 TOY_PRESET: dict[str, Any] = {
     "task": {
@@ -92,12 +96,21 @@ def build_space(cfg: dict) -> TabularSpace:
     return TabularSpace(op_names=ops, **params)
 
 
+def config_fingerprint(run_cfg: dict) -> str:
+    """A stable hash of a run config: the store refuses to continue another run's work."""
+    text = json.dumps(run_cfg, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def run_experiment(
     name: str = "toy",
     seed: int = 0,
     out: str | Path | None = None,
     progress: bool = True,
     config_file: str | Path | None = None,
+    executor: str = "inline",
+    workers: int = 2,
+    ray_address: str | None = None,
 ) -> dict:
     """Run a preset end to end and write its run directory. Returns result.json's content."""
     run_cfg = load_config(name, config_file)
@@ -109,21 +122,60 @@ def run_experiment(
         result = rundir.read_result()
         result["reused"] = True
         return result
+    return _execute(run_cfg, rundir, progress, False, executor, workers, ray_address)
 
+
+def resume_experiment(
+    out: str | Path,
+    progress: bool = True,
+    executor: str = "inline",
+    workers: int = 2,
+    ray_address: str | None = None,
+) -> dict:
+    """Continue an interrupted run from its last checkpoint; finished trainings are reused."""
+    rundir = RunDirectory(out)
+    if rundir.is_complete:
+        result = rundir.read_result()
+        result["reused"] = True
+        return result
+    run_cfg = rundir.load_for_resume()["run"]
+    return _execute(run_cfg, rundir, progress, True, executor, workers, ray_address)
+
+
+def _execute(
+    run_cfg: dict,
+    rundir: RunDirectory,
+    progress: bool,
+    resume: bool,
+    executor_kind: str,
+    workers: int,
+    ray_address: str | None,
+) -> dict:
     start = time.perf_counter()
+    seed = int(run_cfg["seed"])
     torch.set_num_threads(int(run_cfg["torch_threads"]))
     task = build_task_from_config(run_cfg["task"], seed)
     space = build_space(run_cfg["space"])
     search_cfg = SearchConfig.from_dict(run_cfg["search"])
+    store = ObservationStore(
+        task.n_clusters, rundir.file(STORE), fingerprint=config_fingerprint(run_cfg)
+    )
 
     def listener(event: str, payload: dict) -> None:
-        if event == "observation":
-            rundir.append(OBSERVATIONS, payload["observation"].to_json())
-        elif event == "iteration":
+        if event == "iteration":
             rundir.append(TRACE, payload["row"])
+        elif event == "restored":
+            rundir.rewrite_trace(payload["trace"])
 
     search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener)
-    found = search.fit(task)
+    executor = make_executor(
+        executor_kind, task, space, search_cfg.train, workers=workers, address=ray_address
+    )
+    try:
+        found = search.fit(task, store=store, executor=executor, resume=resume)
+    finally:
+        executor.close()
+        store.close()
     _, report = train_final_moe(
         task,
         search.trainer_,
@@ -133,10 +185,13 @@ def run_experiment(
         seed=seed,
     )
     result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
+    result["resumed"] = resume
+    result["executor"] = executor_kind
     rundir.write_result(result)
-    if task.input_shape == (2,):
-        from .report import plot_routing_2d
+    from .report import plot_convergence, plot_routing_2d
 
+    plot_convergence(found.trace, rundir.file("convergence.png"), title=f"SGEM, seed {seed}")
+    if task.input_shape == (2,):
         plot_routing_2d(
             task,
             found.assignment,
@@ -165,6 +220,7 @@ def _result_json(
         "test_nll": moe["test_nll"],
         "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
         "n_trained": found.n_trained,
+        "failed_trainings": found.failures,
         "search_seconds": round(found.seconds, 3),
         "wall_seconds": round(seconds, 3),
         "mean_cluster_purity": task.meta.get("mean_purity"),
@@ -193,4 +249,4 @@ def summarise(result: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["PRESETS", "load_config", "run_experiment", "summarise"]
+__all__ = ["PRESETS", "load_config", "resume_experiment", "run_experiment", "summarise"]

@@ -1,7 +1,8 @@
-"""The run directory: config.yaml, trace.jsonl, observations.jsonl, result.json, plots.
+"""The run directory: config.yaml, store.sqlite, trace.jsonl, result.json, plots.
 
-Work is written the moment it exists (one JSON line per observation and per iteration,
-flushed), and result.json is written atomically, so a reader never sees half a result.
+Work is written the moment it exists (each training is committed to store.sqlite when it
+finishes, each EM iteration is appended to trace.jsonl and checkpointed), and result.json
+is written atomically, so a reader never sees half a result.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ from typing import Any
 
 import yaml
 
-CONFIG, TRACE, OBSERVATIONS, RESULT = (
-    "config.yaml",
-    "trace.jsonl",
-    "observations.jsonl",
-    "result.json",
-)
+CONFIG = "config.yaml"
+TRACE = "trace.jsonl"
+STORE = "store.sqlite"
+RESULT = "result.json"
 
 
 class RunDirectoryError(ValueError):
@@ -99,11 +98,37 @@ class RunDirectory:
                 )
             if self.is_complete:
                 return "complete"
+            if self.file(STORE).exists():
+                raise RunDirectoryError(
+                    f"{self.path} holds an unfinished run with this config; continue it with "
+                    f"`sgem resume {self.path}` (finished trainings are reused), or delete the "
+                    "directory to start over."
+                )
         self.path.mkdir(parents=True, exist_ok=True)
-        for name in (TRACE, OBSERVATIONS):
-            self.file(name).write_text("")
+        self.file(TRACE).write_text("")
         self.file(CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
         return "new"
+
+    def load_for_resume(self) -> dict:
+        """The run config of an unfinished run, checked for what resume needs."""
+        if not self.path.is_dir():
+            raise RunDirectoryError(f"{self.path} does not exist or is not a directory")
+        if not self.file(CONFIG).exists():
+            raise RunDirectoryError(f"{self.path} holds no sgem run ({CONFIG} missing)")
+        if not self.file(STORE).exists():
+            raise RunDirectoryError(
+                f"{self.path} has no {STORE}: the run never started training; start it again "
+                "with `sgem run`"
+            )
+        config = self.read_config()
+        if "run" not in config:
+            raise RunDirectoryError(f"{self.file(CONFIG)} has no 'run' section")
+        return config
+
+    def rewrite_trace(self, rows: list[dict]) -> None:
+        tmp = self.file(TRACE + ".tmp")
+        tmp.write_text("".join(dumps(r) + "\n" for r in rows))
+        os.replace(tmp, self.file(TRACE))
 
     def append(self, name: str, record: dict) -> None:
         with self.file(name).open("a") as fh:

@@ -30,6 +30,11 @@ class SearchConfig:
     explore_groups: int = 4
     refit_budget: int = 16  # random architectures per expert in the final per-region refit
     freeze_routing: bool = False  # ablation: no M-step on R (routing stays at its random init)
+    # ablation: the scalar surrogate (region average, eq. scalar_u) with the load-balancing
+    # penalty lb_weight * LB(R) in the routing M-step ("clusters" or "samples" fractions)
+    scalar_surrogate: bool = False
+    lb_weight: float = 0.0
+    lb_kind: str = "clusters"
     final_steps: int = 600  # training steps of the final experts on train + val
     train: TrainConfig = field(default_factory=TrainConfig)
     surrogate: SurrogateConfig = field(default_factory=SurrogateConfig)
@@ -47,7 +52,9 @@ class SearchConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("acquisitions_per_expert", "routing_steps", "refit_budget"):
+        if self.lb_kind not in ("clusters", "samples"):
+            raise ValueError(f"lb_kind must be 'clusters' or 'samples', got {self.lb_kind!r}")
+        for name in ("acquisitions_per_expert", "routing_steps", "refit_budget", "lb_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 

@@ -68,3 +68,34 @@ def multilinear_extension(
         value = weight * np.asarray(vertex_fn(b), dtype=np.float64)
         total = value if total is None else total + value
     return total
+
+
+def load_balance(routing, sizes=None, kind: str = "clusters"):
+    """LB(R) = K * sum_k rbar_k * p_k (eq. loadbalance): 1 for uniform routing, K at collapse.
+
+    kind="clusters": rbar_k is the mean routing mass and p_k the fraction of clusters whose
+    argmax is k (the paper's definition). kind="samples": both are weighted by cluster size,
+    so a partition balanced in samples but not in clusters is not penalised.
+    Works on numpy arrays and on torch tensors (differentiable through rbar_k; p_k is a
+    constant of the hard assignment).
+    """
+    import torch
+
+    m, k = routing.shape
+    is_torch = isinstance(routing, torch.Tensor)
+    if kind == "clusters":
+        w = np.full(m, 1.0 / m)
+    elif kind == "samples":
+        if sizes is None:
+            raise ValueError("load_balance(kind='samples') needs the cluster sizes")
+        w = np.asarray(sizes, dtype=np.float64) / np.sum(sizes)
+    else:
+        raise ValueError(f"unknown load-balance kind {kind!r}; use 'clusters' or 'samples'")
+    hard = np.asarray(routing.detach() if is_torch else routing).argmax(axis=1)
+    p = np.bincount(hard, weights=w, minlength=k)
+    if is_torch:
+        w_t = torch.as_tensor(w, dtype=routing.dtype)
+        rbar = (w_t[:, None] * routing).sum(0)
+        return k * (rbar * torch.as_tensor(p, dtype=routing.dtype)).sum()
+    rbar = (w[:, None] * routing).sum(0)
+    return float(k * np.sum(rbar * p))

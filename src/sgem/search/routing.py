@@ -15,7 +15,7 @@ import torch
 
 from ..space.arch import Arch
 from ..surrogate.model import Surrogate
-from .objective import q_function
+from .objective import load_balance, q_function
 
 
 def straight_through_bernoulli(
@@ -60,12 +60,17 @@ def routing_m_step(
     temperature: float,
     seed: int,
     check_uniforms: np.ndarray | None = None,
+    lb_weight: float = 0.0,
+    lb_kind: str = "clusters",
 ) -> tuple[np.ndarray, dict]:
     """Ascend Q(R) at fixed responsibilities q; returns new logits and diagnostics.
 
     Generalised-EM safeguard: when `check_uniforms` is given, the new logits are kept only
     if they do not lower the (common-random-number) estimate of Q, so the candidate set
     always contains the incumbent (Assumption 3).
+
+    `lb_weight` > 0 subtracts lb_weight * LB(R) (eq. loadbalance), needed only by the scalar
+    surrogate ablation.
     """
     k_experts = len(archs)
     m = logits.shape[0]
@@ -83,6 +88,8 @@ def routing_m_step(
         pred = surrogate.forward(adj, feats, masks.reshape(k_experts * n_samples, m))
         u = pred.reshape(k_experts, n_samples, m).mean(1).T
         q_value = (weights * (log_r - u)).sum()
+        if lb_weight:
+            q_value = q_value - lb_weight * load_balance(log_r.exp(), sizes, lb_kind)
         opt.zero_grad(set_to_none=True)
         (-q_value).backward()
         opt.step()

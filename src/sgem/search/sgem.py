@@ -1,4 +1,5 @@
-"""The SGEM loop (paper Algorithm 1): E-step, M-step on R, M-step on alpha, S-step.
+"""The SGEM loop (paper Algorithm 1): E-step, M-step on R, M-step on alpha, S-step, plus
+the exploration mechanisms of the paper's appendix.
 
 Return rule. The surrogate changes at every refit, so surrogate objective values from
 different iterations are not comparable and are never used to pick an iterate. SGEM returns
@@ -6,36 +7,43 @@ the routing of the final iterate, and for each expert the architecture with the 
 *measured* validation loss on exactly that expert's final region: the final incumbent, the
 per-region refit's random architectures and anything else trained on that exact region
 compete on equal terms.
+
+Persistence. Every training is requested through `_train_batch`, which reuses finished
+results (also from an interrupted earlier process), runs the rest on the executor, retries a
+failure once and commits results in request order. At the end of every iteration the whole
+search state (routing logits, incumbents, surrogate weights, RNG state, trace, the list of
+visible observations) is checkpointed, so `fit(..., resume=True)` continues exactly where
+an interrupted run stopped and reproduces the uninterrupted result.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 from scipy.special import softmax
 from tqdm.auto import tqdm
 
 from ..data.task import ClusteredTask
+from ..executors import Executor, InlineExecutor, TrainJob, job_seed
 from ..metrics import partition_match
 from ..space.arch import Arch, CellSpace
 from ..store import Observation, ObservationStore
 from ..surrogate.model import Surrogate, kendall_tau, lcb
+from ..surrogate.scalar import ScalarReduced
 from ..train.losses import region_loss
 from ..train.trainer import Trainer
 from .architecture import ExpertPool, architecture_m_step, score_pool
 from .config import SearchConfig
 from .exploration import affinity_groups, align_labels, hard_logits
 from .masks import log_uniform_size_mask, nonempty_bernoulli_mask
-from .objective import (
-    e_step,
-    hard_routing,
-    measured_hard_objective,
-    objective,
-)
+from .objective import e_step, hard_routing, measured_hard_objective, objective
 from .routing import expected_losses, routing_m_step
+
+MAX_ATTEMPTS = 2  # a failed training is retried once
 
 
 @dataclass
@@ -49,17 +57,20 @@ class SearchResult:
     n_trained: int
     seconds: float
     region_val_losses: list[float | None] = field(default_factory=list)
+    failures: int = 0
 
 
 Listener = Callable[[str, dict], None]
+Job = tuple[Arch, np.ndarray, str]  # (architecture, training mask, phase)
 
 
 class SGEM:
     """Surrogate-assisted generalised EM over (routing, per-expert architectures).
 
     Usage: `SGEM(space, SearchConfig(...), seed=0).fit(task)` -> `SearchResult`.
-    `listener(event, payload)` receives "observation" and "iteration" events, which the
-    run directory uses to persist work as soon as it exists.
+    `listener(event, payload)` receives an "iteration" event per EM iteration (the run
+    directory appends it to trace.jsonl). Pass a file-backed `ObservationStore` to persist
+    observations and checkpoints, and an executor to train candidates elsewhere.
     """
 
     def __init__(
@@ -78,30 +89,93 @@ class SGEM:
         self.listener = listener or (lambda event, payload: None)
         self.device = device
 
-    # -- helpers ---------------------------------------------------------------------------
-    def _emit(self, event: str, payload: dict) -> None:
-        self.listener(event, payload)
+    # -- training requests -----------------------------------------------------------------
+    def _train_batch(self, jobs: Sequence[Job], iteration: int) -> list[Observation | None]:
+        """Train (or reuse) each (arch, mask) and make results visible in request order.
 
-    def _train(self, arch: Arch, mask: np.ndarray, phase: str, iteration: int) -> Observation:
-        existing = self.store_.lookup(arch, mask)
-        if existing is not None:
-            return existing
-        seed = (self.seed * 1_000_003 + len(self.store_)) % (2**31 - 1)
-        outcome = self.trainer_.train(arch, mask, seed)
-        obs = Observation(
-            arch, np.asarray(mask, bool), outcome.losses, outcome.seconds, seed, phase, iteration
-        )
-        self.store_.add(obs)
-        self._emit("observation", {"observation": obs})
-        return obs
+        A job that fails twice is recorded as failed (with its traceback) and returns None.
+        """
+        results: dict[int, Observation] = {}
+        pending: list[tuple[int, TrainJob, str]] = []
+        seen: dict[tuple, int] = {}
+        for i, (arch, mask, phase) in enumerate(jobs):
+            mask = np.asarray(mask, dtype=bool)
+            key = (arch, mask.tobytes())
+            if key in seen:
+                continue
+            seen[key] = i
+            if self.store_.lookup(arch, mask) is None and self.store_.reuse(arch, mask) is None:
+                seed = job_seed(self.seed, arch, mask)
+                pending.append((i, TrainJob(arch, mask, seed), phase))
+            else:
+                results[i] = self.store_.lookup(arch, mask)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            if not pending:
+                break
+            rows = [
+                self.store_.begin(job.arch, job.mask, job.seed, phase, iteration, attempt)
+                for _, job, phase in pending
+            ]
+            outcomes = self.executor_.run([job for _, job, _ in pending])
+            retry = []
+            for (i, job, phase), row, out in zip(pending, rows, outcomes, strict=True):
+                if out.error is not None:
+                    self.store_.fail(row, out.error)
+                    self.failures_ += 1
+                    retry.append((i, job, phase))
+                    continue
+                obs = Observation(
+                    job.arch,
+                    job.mask,
+                    np.asarray(out.losses),
+                    out.seconds,
+                    job.seed,
+                    phase,
+                    iteration,
+                    out.device,
+                )
+                self.store_.complete(row, obs, visible=False)
+                results[i] = obs
+            pending = retry
+        ordered: list[Observation | None] = []
+        for arch, mask, _ in jobs:
+            j = seen[(arch, np.asarray(mask, dtype=bool).tobytes())]
+            obs = results.get(j)
+            if obs is not None:
+                self.store_.reuse(obs.arch, obs.mask)  # visible, in request order
+            ordered.append(obs)
+        return ordered
 
     def _refit(self, iteration: int) -> None:
         self.surrogate_.fit(
             self.store_.archs, self.store_.masks, self.store_.losses, seed=self.seed + iteration
         )
 
+    # -- checkpoints -----------------------------------------------------------------------
+    def _checkpoint(self, t: int, logits: np.ndarray, archs: list[Arch], rng, trace) -> None:
+        self.store_.save_checkpoint(
+            t,
+            {
+                "iteration": t,
+                "logits": logits,
+                "archs": [a.dumps() for a in archs],
+                "rng": rng.bit_generator.state,
+                "torch_rng": torch.get_rng_state(),
+                "surrogate": self.surrogate_.state_dict(),
+                "trace": trace,
+                "visible": self.store_.visible_keys(),
+                "failures": self.failures_,
+            },
+        )
+
     # -- the loop --------------------------------------------------------------------------
-    def fit(self, task: ClusteredTask) -> SearchResult:
+    def fit(
+        self,
+        task: ClusteredTask,
+        store: ObservationStore | None = None,
+        executor: Executor | None = None,
+        resume: bool = False,
+    ) -> SearchResult:
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         if k_experts > m:
@@ -109,117 +183,65 @@ class SGEM:
                 f"n_experts K={k_experts} exceeds the number of clusters M={m}: every expert "
                 "needs at least one cluster. Use fewer experts or more clusters."
             )
+        if store is not None and store.n_clusters != m:
+            raise ValueError(f"the store is for {store.n_clusters} clusters, the task has {m}")
         start = time.perf_counter()
         rng = np.random.default_rng(self.seed)
         sizes = task.cluster_sizes.astype(np.float64)
         val_sizes = task.val_cluster_sizes.astype(np.float64)
         self.trainer_ = Trainer(task, self.space, cfg.train, device=self.device)
-        self.store_ = ObservationStore(m)
+        self.executor_ = executor or InlineExecutor(self.trainer_)
+        self.store_ = store if store is not None else ObservationStore(m)
+        self.failures_ = 0
         self.surrogate_ = Surrogate(self.space, m, cfg.surrogate, seed=self.seed)
-
-        logits = rng.normal(size=(m, k_experts))
-        archs = self.space.sample_many(k_experts, rng)
-
-        bar = tqdm(
-            total=cfg.n_init, desc="initial observations", disable=not self.progress, leave=False
+        # what the E- and M-steps see: the per-cluster surrogate, or its scalar reduction
+        self.u_ = (
+            ScalarReduced(self.surrogate_, val_sizes) if cfg.scalar_surrogate else self.surrogate_
         )
-        for _ in range(cfg.n_init):
-            arch = self.space.sample(rng)
-            mask = log_uniform_size_mask(m, rng, cfg.init_min_mask)
-            self._train(arch, mask, "init", 0)
-            bar.update()
-        bar.close()
-        self._refit(0)
 
-        trace: list[dict] = []
-        iterations = tqdm(range(1, cfg.n_iterations + 1), desc="SGEM", disable=not self.progress)
+        state = self.store_.latest_checkpoint() if resume else None
+        if state is None:
+            logits = rng.normal(size=(m, k_experts))
+            archs = self.space.sample_many(k_experts, rng)
+            init_jobs = [
+                (self.space.sample(rng), log_uniform_size_mask(m, rng, cfg.init_min_mask), "init")
+                for _ in range(cfg.n_init)
+            ]
+            self._train_batch(init_jobs, 0)
+            self._refit(0)
+            trace: list[dict] = []
+            t_done = 0
+            self._checkpoint(0, logits, archs, rng, trace)
+        else:
+            self.store_.mark_interrupted()
+            self.store_.restore_visible(state["visible"])
+            self.surrogate_.load_state_dict(state["surrogate"])
+            rng.bit_generator.state = state["rng"]
+            torch.set_rng_state(state["torch_rng"])
+            logits = np.asarray(state["logits"])
+            archs = [Arch.from_json(a) for a in state["archs"]]
+            trace = list(state["trace"])
+            t_done = int(state["iteration"])
+            self.failures_ = int(state["failures"])
+            self.listener("restored", {"trace": trace, "iteration": t_done})
+
+        iterations = tqdm(
+            range(t_done + 1, cfg.n_iterations + 1),
+            desc="SGEM",
+            disable=not self.progress,
+            initial=t_done,
+            total=cfg.n_iterations,
+        )
         for t in iterations:
-            t0 = time.perf_counter()
-            n_before = len(self.store_)
-            routing = softmax(logits, axis=1)
-            uniforms = rng.random((k_experts, cfg.mc_masks, m))
-            # E-step
-            u = expected_losses(self.surrogate_, archs, routing, uniforms)
-            q = e_step(routing, u)
-            # M-step (routing)
-            r_info: dict = {"accepted": False}
-            if not cfg.freeze_routing:
-                logits, r_info = routing_m_step(
-                    logits,
-                    q,
-                    self.surrogate_,
-                    archs,
-                    sizes,
-                    steps=cfg.routing_steps,
-                    lr=cfg.routing_lr,
-                    n_samples=cfg.mc_masks,
-                    temperature=cfg.gumbel_temperature,
-                    seed=self.seed * 7919 + t,
-                    check_uniforms=uniforms,
-                )
-            routing = softmax(logits, axis=1)
-            # M-step (architectures)
-            pools = architecture_m_step(
-                self.surrogate_,
-                self.space,
-                archs,
-                q,
-                routing,
-                sizes,
-                uniforms,
-                cfg.pool_size,
-                rng,
-            )
-            archs = [p.best for p in pools]
-            assignment = hard_routing(routing)
-            # S-step: train the LCB-chosen candidates (and measure the incumbents)
-            candidates = self._acquire(pools, q, routing, assignment, sizes, rng, t)
-            predicted = (
-                self.surrogate_.predict(
-                    [c[0] for c in candidates], np.stack([c[1] for c in candidates])
-                )
-                if candidates
-                else np.zeros((0, m))
-            )
-            new_obs = [self._train(arch, mask, phase, t) for arch, mask, phase in candidates]
-            observed = np.stack([o.losses for o in new_obs]) if new_obs else np.zeros((0, m))
-            clip = self.surrogate_.clip_value_
-            tau = kendall_tau(np.minimum(predicted, clip), np.minimum(observed, clip))
-            jump: dict | None = None
-            if cfg.explore and t % cfg.explore_every == 0:
-                self._explore_masks(archs, sizes, rng, t)
-                if cfg.jumps and not cfg.freeze_routing:
-                    jump = self._partition_jump(archs, assignment, sizes, rng, t)
-                    if jump["accepted"]:
-                        assignment = np.asarray(jump["proposal"])
-                        archs = [Arch.from_json(a) for a in jump["architectures"]]
-                        logits = hard_logits(assignment, k_experts)
-                        routing = softmax(logits, axis=1)
-            self._refit(t)
-
-            u_now = expected_losses(self.surrogate_, archs, routing, uniforms)
-            row = {
-                "iteration": t,
-                "objective": objective(routing, u_now, sizes),
-                "measured_objective": self._measured_objective(archs, assignment, sizes),
-                "routing": assignment.tolist(),
-                "oracle_match": None
-                if task.oracle_partition is None
-                else partition_match(assignment, task.oracle_partition),
-                "architectures": [a.key for a in archs],
-                "routing_step_accepted": bool(r_info["accepted"]),
-                "kendall_tau": tau,
-                "jump": jump,
-                "trained": len(self.store_) - n_before,
-                "n_trained": len(self.store_),
-                "seconds": time.perf_counter() - t0,
-            }
+            logits, archs, row = self._iteration(t, task, logits, archs, sizes, rng)
             trace.append(row)
-            self._emit("iteration", {"row": row, "logits": logits, "archs": archs})
+            self._checkpoint(t, logits, archs, rng, trace)
+            self.listener("iteration", {"row": row})
             if self.progress:
                 iterations.set_postfix(
-                    match=row["oracle_match"], obs=len(self.store_), tau=f"{tau:.2f}"
+                    match=row["oracle_match"], obs=len(self.store_), tau=f"{row['kendall_tau']:.2f}"
                 )
+        iterations.close()
 
         routing = softmax(logits, axis=1)
         assignment = hard_routing(routing)
@@ -239,7 +261,95 @@ class SGEM:
             n_trained=len(self.store_),
             seconds=time.perf_counter() - start,
             region_val_losses=region_losses,
+            failures=self.failures_,
         )
+
+    def _iteration(
+        self,
+        t: int,
+        task: ClusteredTask,
+        logits: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, list[Arch], dict]:
+        cfg = self.config
+        m, k_experts = task.n_clusters, cfg.n_experts
+        t0 = time.perf_counter()
+        n_before = len(self.store_)
+        routing = softmax(logits, axis=1)
+        uniforms = rng.random((k_experts, cfg.mc_masks, m))
+        # E-step
+        q = e_step(routing, expected_losses(self.u_, archs, routing, uniforms))
+        # M-step (routing)
+        r_info: dict = {"accepted": False}
+        if not cfg.freeze_routing:
+            logits, r_info = routing_m_step(
+                logits,
+                q,
+                self.u_,
+                archs,
+                sizes,
+                steps=cfg.routing_steps,
+                lr=cfg.routing_lr,
+                n_samples=cfg.mc_masks,
+                temperature=cfg.gumbel_temperature,
+                seed=self.seed * 7919 + t,
+                check_uniforms=uniforms,
+                lb_weight=cfg.lb_weight,
+                lb_kind=cfg.lb_kind,
+            )
+        routing = softmax(logits, axis=1)
+        # M-step (architectures)
+        pools = architecture_m_step(
+            self.u_, self.space, archs, q, routing, sizes, uniforms, cfg.pool_size, rng
+        )
+        archs = [p.best for p in pools]
+        assignment = hard_routing(routing)
+        # S-step: train the LCB-chosen candidates (and measure the incumbents), refit
+        jobs = self._acquire(pools, q, routing, assignment, sizes, rng, t)
+        tau = float("nan")
+        if jobs:
+            predicted = self.surrogate_.predict(
+                [j[0] for j in jobs], np.stack([j[1] for j in jobs])
+            )
+            done = self._train_batch(jobs, t)
+            keep = [i for i, o in enumerate(done) if o is not None]
+            if keep:
+                observed = np.stack([done[i].losses for i in keep])
+                clip = self.surrogate_.clip_value_
+                tau = kendall_tau(np.minimum(predicted[keep], clip), np.minimum(observed, clip))
+        jump: dict | None = None
+        if cfg.explore and t % cfg.explore_every == 0:
+            self._explore_masks(archs, sizes, rng, t)
+            if cfg.jumps and not cfg.freeze_routing:
+                jump = self._partition_jump(archs, assignment, sizes, rng, t)
+                if jump["accepted"]:
+                    assignment = np.asarray(jump["proposal"])
+                    archs = [Arch.from_json(a) for a in jump["architectures"]]
+                    logits = hard_logits(assignment, k_experts)
+                    routing = softmax(logits, axis=1)
+        self._refit(t)
+
+        u_now = expected_losses(self.u_, archs, routing, uniforms)
+        row = {
+            "iteration": t,
+            "objective": objective(routing, u_now, sizes),
+            "measured_objective": self._measured_objective(archs, assignment, sizes),
+            "routing": assignment.tolist(),
+            "oracle_match": None
+            if task.oracle_partition is None
+            else partition_match(assignment, task.oracle_partition),
+            "architectures": [a.key for a in archs],
+            "routing_step_accepted": bool(r_info["accepted"]),
+            "kendall_tau": tau,
+            "jump": jump,
+            "trained": len(self.store_) - n_before,
+            "n_trained": len(self.store_),
+            "failures": self.failures_,
+            "seconds": time.perf_counter() - t0,
+        }
+        return logits, archs, row
 
     def _acquire(
         self,
@@ -250,11 +360,11 @@ class SGEM:
         sizes: np.ndarray,
         rng: np.random.Generator,
         t: int,
-    ) -> list[tuple[Arch, np.ndarray, str]]:
+    ) -> list[Job]:
         """Per expert: the incumbent on its hard region, then the lowest-LCB pool members,
         each on a mask drawn from its routing column."""
         cfg = self.config
-        out: list[tuple[Arch, np.ndarray, str]] = []
+        out: list[Job] = []
         for k, pool in enumerate(pools):
             region = assignment == k
             if cfg.measure_incumbents and region.any():
@@ -264,7 +374,7 @@ class SGEM:
             order = np.argsort(pool.scores)[: cfg.lcb_shortlist]
             shortlist = [pool.archs[i] for i in order]
             weights = sizes * q[:, k]
-            mc = self.surrogate_.predict_mc(
+            mc = self.u_.predict_mc(
                 [a for a in shortlist for _ in range(len(pool.masks))],
                 np.tile(pool.masks, (len(shortlist), 1)),
                 seed=self.seed * 104_729 + t * 31 + k,
@@ -290,9 +400,7 @@ class SGEM:
     ) -> Arch:
         """The surrogate's favourite from a fresh pool for training on `region`."""
         pool = self.space.sample_many(self.config.pool_size, rng)
-        scores = score_pool(
-            self.surrogate_, pool, region[None, :].astype(np.float64), sizes * region
-        )
+        scores = score_pool(self.u_, pool, region[None, :].astype(np.float64), sizes * region)
         return pool[int(np.argmin(scores))]
 
     def _explore_masks(
@@ -302,10 +410,13 @@ class SGEM:
         groups = affinity_groups(
             self.store_.losses, self.config.explore_groups, self.surrogate_.clip_value_
         )
+        jobs: list[Job] = []
         for g in np.unique(groups):
             region = groups == g
-            for arch in [*archs, self._best_for_region(region, sizes, rng)]:
-                self._train(arch, region, "explore", t)
+            jobs += [
+                (a, region, "explore") for a in (*archs, self._best_for_region(region, sizes, rng))
+            ]
+        self._train_batch(jobs, t)
 
     def _measure_partition(
         self,
@@ -317,17 +428,28 @@ class SGEM:
     ) -> tuple[float, list[Arch]]:
         """Measured J of a hard partition: per region, the better of the incumbent and one
         surrogate-chosen alternative, both really trained on that region."""
+        jobs: list[Job] = []
+        for k, incumbent in enumerate(archs):
+            region = assignment == k
+            if region.any():
+                jobs += [
+                    (incumbent, region, "jump"),
+                    (self._best_for_region(region, sizes, rng), region, "jump"),
+                ]
+        done = iter(self._train_batch(jobs, t))
         total, best_archs = 0.0, []
         for k, incumbent in enumerate(archs):
             region = assignment == k
             if not region.any():
                 best_archs.append(incumbent)
                 continue
-            options = []
-            for arch in (incumbent, self._best_for_region(region, sizes, rng)):
-                obs = self._train(arch, region, "jump", t)
-                options.append((-float(np.sum(sizes[region] * obs.losses[region])), arch))
-            value, arch = max(options, key=lambda o: o[0])
+            trained = [obs for obs in (next(done), next(done)) if obs is not None]
+            if not trained:  # both trainings failed twice: this partition cannot be measured
+                return float("-inf"), list(archs)
+            value, arch = max(
+                ((-float(np.sum(sizes[region] * o.losses[region])), o.arch) for o in trained),
+                key=lambda option: option[0],
+            )
             total += value
             best_archs.append(arch)
         return total, best_archs
@@ -343,7 +465,19 @@ class SGEM:
         k_experts = self.config.n_experts
         groups = affinity_groups(self.store_.losses, k_experts, self.surrogate_.clip_value_)
         proposal = align_labels(groups, assignment, k_experts)
-        record: dict = {"proposal": proposal.tolist(), "accepted": False}
+        return self.evaluate_jump(archs, assignment, proposal, sizes, rng, t)
+
+    def evaluate_jump(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        proposal: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+        t: int,
+    ) -> dict:
+        """Accept `proposal` only if its *measured* objective beats the current partition's."""
+        record: dict = {"proposal": np.asarray(proposal).tolist(), "accepted": False}
         if np.array_equal(proposal, assignment):
             record["reason"] = "proposal equals the current routing"
             return record
@@ -380,26 +514,34 @@ class SGEM:
         val_sizes: np.ndarray,
         rng: np.random.Generator,
     ) -> tuple[list[Arch], list[float | None]]:
-        """Best measured architecture on each expert's exact final region."""
-        final, losses = [], []
+        """Per-region refit: random search on each expert's final region, then the best
+        measured architecture there (incumbent included)."""
         t = self.config.n_iterations + 1
+        jobs: list[Job] = []
         for k, incumbent in enumerate(archs):
             region = assignment == k
-            if not region.any():
-                final.append(incumbent)
-                losses.append(None)
-                continue
-            self._train(incumbent, region, "final", t)
-            for arch in self.space.sample_many(self.config.refit_budget, rng):
-                self._train(arch, region, "refit", t)
+            if region.any():
+                jobs.append((incumbent, region, "final"))
+                jobs += [
+                    (a, region, "refit")
+                    for a in self.space.sample_many(self.config.refit_budget, rng)
+                ]
+        self._train_batch(jobs, t)
+        final, losses = [], []
+        for k, incumbent in enumerate(archs):
+            region = assignment == k
             scored = [
                 (region_loss(o.losses, region, val_sizes), i, o.arch)
                 for i, o in enumerate(self.store_.on_mask(region))
             ]
+            if not scored:
+                final.append(incumbent)
+                losses.append(None)
+                continue
             best = min(scored)
             final.append(best[2])
             losses.append(best[0])
         return final, losses
 
 
-__all__ = ["SGEM", "SearchResult", "score_pool"]
+__all__ = ["SGEM", "SearchResult"]

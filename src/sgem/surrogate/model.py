@@ -96,6 +96,24 @@ class Surrogate:
         self.n_fits_ += 1
         return float(loss.detach()) * self.y_std_**2
 
+    # -- persistence -----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Weights plus fitted statistics: enough to continue a search exactly."""
+        return {
+            "net": {k: v.clone() for k, v in self.net.state_dict().items()},
+            "n_fits": self.n_fits_,
+            "clip_value": self.clip_value_,
+            "y_mean": self.y_mean_,
+            "y_std": self.y_std_,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.n_fits_ = int(state["n_fits"])
+        self.clip_value_ = state["clip_value"]
+        self.y_mean_ = float(state["y_mean"])
+        self.y_std_ = float(state["y_std"])
+
     # -- predict ---------------------------------------------------------------------------
     def _check_fitted(self) -> None:
         if self.n_fits_ == 0:

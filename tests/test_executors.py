@@ -1,0 +1,142 @@
+"""Executors: processes and Ray give the same results as inline training; a dying worker or
+a failing job is recorded with its traceback and retried once, never silently dropped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgem.data import make_toy_task
+from sgem.executors import (
+    InlineExecutor,
+    ProcessExecutor,
+    RayExecutor,
+    TrainJob,
+    job_seed,
+)
+from sgem.search import SGEM, SearchConfig
+from sgem.space import Arch, TabularSpace
+from sgem.store import ObservationStore
+from sgem.train import TrainConfig, Trainer
+
+TRAIN = TrainConfig(steps=15)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    task = make_toy_task(0)
+    space = TabularSpace()
+    rng = np.random.default_rng(0)
+    jobs = []
+    for _ in range(4):
+        arch = space.sample(rng)
+        mask = rng.random(task.n_clusters) < 0.5
+        mask[0] = True
+        jobs.append(TrainJob(arch, mask, job_seed(0, arch, mask)))
+    reference = InlineExecutor(Trainer(task, space, TRAIN)).run(jobs)
+    return task, space, jobs, reference
+
+
+def test_job_seed_depends_on_content_only() -> None:
+    a = Arch(("rbf", "linear"), (0, 1))
+    m = np.array([True, False, True])
+    assert job_seed(0, a, m) == job_seed(0, Arch(("rbf", "linear"), (0, 1)), m.copy())
+    assert job_seed(0, a, m) != job_seed(1, a, m)
+    assert job_seed(0, a, m) != job_seed(0, a, ~m)
+
+
+def test_process_executor_matches_inline(setup) -> None:
+    task, space, jobs, reference = setup
+    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    try:
+        results = ex.run(jobs)
+    finally:
+        ex.close()
+    for got, want in zip(results, reference, strict=True):
+        assert got.error is None
+        np.testing.assert_allclose(got.losses, want.losses, rtol=1e-5, atol=1e-6)
+
+
+def test_dying_worker_fails_only_its_own_job(setup, monkeypatch) -> None:
+    task, space, jobs, reference = setup
+    monkeypatch.setenv("SGEM_TEST_CRASH_ARCH", jobs[1].arch.key)
+    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    try:
+        results = ex.run(jobs)
+    finally:
+        ex.close()
+    assert results[1].error is not None and "died" in results[1].error
+    for i in (0, 2, 3):
+        if jobs[i].arch.key == jobs[1].arch.key:
+            continue
+        assert results[i].error is None, results[i].error
+        np.testing.assert_allclose(results[i].losses, reference[i].losses, rtol=1e-5, atol=1e-6)
+
+
+class _FlakyExecutor:
+    """Fails every job of one architecture; counts calls."""
+
+    name = "flaky"
+
+    def __init__(self, inner, bad_key: str) -> None:
+        self.inner, self.bad_key, self.calls = inner, bad_key, []
+
+    def run(self, jobs):
+        from sgem.executors import JobResult
+
+        self.calls.append([j.arch.key for j in jobs])
+        out = self.inner.run(jobs)
+        return [JobResult(None, 0.0, "cpu", "Traceback: boom") if j.arch.key == self.bad_key
+                else r for j, r in zip(jobs, out, strict=True)]
+
+    def close(self) -> None:
+        pass
+
+
+def test_search_records_failures_and_retries_once(tmp_path) -> None:
+    task = make_toy_task(1)
+    space = TabularSpace()
+    cfg = SearchConfig(n_iterations=1, n_init=6, pool_size=10, mc_masks=2, routing_steps=2,
+                       acquisitions_per_expert=1, explore=False, refit_budget=0,
+                       train=TrainConfig(steps=10))
+    store = ObservationStore(task.n_clusters, tmp_path / "store.sqlite")
+    rng = np.random.default_rng(1)
+    rng.normal(size=(task.n_clusters, 2))  # the search draws its routing logits first,
+    space.sample_many(2, rng)  # then its two initial incumbents
+    bad = space.sample(rng)  # ... then the first initial observation
+    executor = _FlakyExecutor(InlineExecutor(Trainer(task, space, cfg.train)), bad.key)
+    result = SGEM(space, cfg, seed=1, progress=False).fit(task, store=store, executor=executor)
+    assert result.failures >= 2
+    first_batch, retry_batch = executor.calls[0], executor.calls[1]
+    assert bad.key in first_batch and retry_batch == [bad.key]
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        rows = db.execute(
+            "SELECT status, traceback, attempt FROM observations WHERE arch = ?", (bad.dumps(),)
+        ).fetchall()
+    assert sorted(r[2] for r in rows if r[0] == "failed") == [1, 2]
+    assert all("boom" in r[1] for r in rows if r[0] == "failed")
+    assert all(o.arch != bad for o in result.store.observations)
+
+
+def test_ray_executor_matches_inline(setup) -> None:
+    ray = pytest.importorskip("ray")
+    task, space, jobs, reference = setup
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        ex = RayExecutor(task, space, TRAIN, num_cpus=1)
+        results = ex.run(jobs)
+        ex.close()
+    finally:
+        ray.shutdown()
+    for got, want in zip(results, reference, strict=True):
+        assert got.error is None, got.error
+        np.testing.assert_allclose(got.losses, want.losses, rtol=1e-5, atol=1e-6)
+
+
+def test_unreachable_ray_address_fails_fast_and_clearly(setup) -> None:
+    pytest.importorskip("ray")
+    task, space, _, _ = setup
+    with pytest.raises(ConnectionError, match="no Ray cluster answers at '127.0.0.1:9'"):
+        RayExecutor(task, space, TRAIN, address="127.0.0.1:9", connect_timeout_s=2)
