@@ -12,9 +12,9 @@ from .store import StoreError
 def _add_executor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
-        choices=["inline", "processes", "ray"],
+        choices=["inline", "batched", "processes", "ray"],
         default="inline",
-        help="where candidates are trained (default inline; results are the same)",
+        help="where candidates are trained (default inline; results agree up to float noise)",
     )
     p.add_argument("--workers", type=int, default=2, help="worker processes for 'processes'")
     p.add_argument(

@@ -79,6 +79,37 @@ class InlineExecutor:
         pass
 
 
+class BatchedExecutor:
+    """Trains a batch of small tabular candidates as one vectorised program (in-process).
+
+    Same results as inline training up to floating-point summation order (dropout draws
+    differ); see `sgem.train.batched`.
+    """
+
+    name = "batched"
+
+    def __init__(self, trainer, max_batch: int = 16) -> None:
+        from .train.batched import BatchedTabularTrainer
+
+        self.batched = BatchedTabularTrainer(trainer, max_batch=max_batch)
+        self.fallback = InlineExecutor(trainer)
+
+    def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
+        if not jobs:
+            return []
+        try:
+            outs = self.batched.train_many([(j.arch, j.mask, j.seed) for j in jobs])
+        except Exception:
+            # one bad job must not fail the batch: fall back to one-at-a-time, which
+            # reports each job's own error
+            return self.fallback.run(jobs)
+        device = str(self.batched.device)
+        return [JobResult(o.losses, o.seconds, device) for o in outs]
+
+    def close(self) -> None:
+        pass
+
+
 # -- local processes ------------------------------------------------------------------------
 _WORKER_TRAINER = None
 
@@ -276,15 +307,16 @@ def make_executor(
     num_cpus: float = 1.0,
     num_gpus: float = 0.0,
 ) -> Executor:
-    """Build the executor named `kind`: "inline", "processes" or "ray"."""
-    if kind == "inline":
+    """Build the executor named `kind`: "inline", "batched", "processes" or "ray"."""
+    if kind in ("inline", "batched"):
         from .train.trainer import Trainer
 
-        return InlineExecutor(Trainer(task, space, train_config))
+        trainer = Trainer(task, space, train_config)
+        return InlineExecutor(trainer) if kind == "inline" else BatchedExecutor(trainer)
     if kind == "processes":
         return ProcessExecutor(task, space, train_config, workers=workers)
     if kind == "ray":
         return RayExecutor(
             task, space, train_config, address=address, num_cpus=num_cpus, num_gpus=num_gpus
         )
-    raise ValueError(f"unknown executor {kind!r}; use 'inline', 'processes' or 'ray'")
+    raise ValueError(f"unknown executor {kind!r}; use 'inline', 'batched', 'processes' or 'ray'")

@@ -1,0 +1,62 @@
+"""Batched training of many candidates equals one-at-a-time training (float noise aside)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgem.data import make_toy_task
+from sgem.executors import BatchedExecutor, InlineExecutor, TrainJob, job_seed
+from sgem.space import Arch, TabularSpace
+from sgem.train import TrainConfig, Trainer
+from sgem.train.batched import BatchedTabularTrainer
+
+NO_DROPOUT = ("linear", "rbf", "identity", "square", "shift", "relu")
+
+
+@pytest.fixture(scope="module")
+def trainer() -> Trainer:
+    return Trainer(make_toy_task(2), TabularSpace(op_names=NO_DROPOUT), TrainConfig(steps=40))
+
+
+def _jobs(space, n, seed):
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for _ in range(n):
+        arch = space.sample(rng)
+        mask = rng.random(20) < rng.uniform(0.15, 0.9)
+        mask[rng.integers(20)] = True
+        jobs.append((arch, mask, job_seed(seed, arch, mask)))
+    return jobs
+
+
+def test_batched_equals_one_at_a_time(trainer) -> None:
+    jobs = _jobs(trainer.space, 24, seed=0)
+    # cover every op at every node position at least once
+    jobs += [(Arch((op, "linear", op), (0, 1, 2)), np.ones(20, bool), 7) for op in NO_DROPOUT]
+    ref = [trainer.train(a, m, s).losses for a, m, s in jobs]
+    got = [o.losses for o in BatchedTabularTrainer(trainer, max_batch=8).train_many(jobs)]
+    rel = np.array(
+        [np.max(np.abs(r - g) / (np.abs(r) + 1e-3)) for r, g in zip(ref, got, strict=True)]
+    )
+    assert np.median(rel) < 1e-4
+    assert rel.max() < 5e-2  # a few trainings amplify rounding differences, none diverge
+
+
+def test_batch_order_and_chunking_do_not_change_results(trainer) -> None:
+    jobs = _jobs(trainer.space, 10, seed=1)
+    a = BatchedTabularTrainer(trainer, max_batch=3).train_many(jobs)
+    b = BatchedTabularTrainer(trainer, max_batch=10).train_many(jobs[::-1])[::-1]
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x.losses, y.losses, rtol=1e-4, atol=1e-5)
+
+
+def test_batched_executor_reports_a_bad_job_alone(trainer) -> None:
+    jobs = [TrainJob(a, m, s) for a, m, s in _jobs(trainer.space, 3, seed=2)]
+    bad = TrainJob(jobs[0].arch, np.zeros(20, bool), 1)  # empty mask: cannot train
+    results = BatchedExecutor(trainer).run([*jobs, bad])
+    assert all(r.error is None for r in results[:3])
+    assert results[3].error is not None and "no cluster" in results[3].error
+    inline = InlineExecutor(trainer).run(jobs)
+    for r, i in zip(results[:3], inline, strict=True):
+        np.testing.assert_allclose(r.losses, i.losses, rtol=5e-2, atol=1e-3)
