@@ -1,0 +1,72 @@
+"""Partition jumps are decided on measured objective only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgem.data import make_toy_task
+from sgem.search import SGEM, SearchConfig
+from sgem.space import Arch, TabularSpace
+from sgem.train import TrainConfig
+
+LINEAR_CELL = Arch(("linear", "identity", "identity"), (0, 0, 0))
+RING_CELL = Arch(("rbf", "identity", "identity"), (0, 0, 0))
+
+
+@pytest.fixture(scope="module")
+def search():
+    task = make_toy_task(0)
+    cfg = SearchConfig(
+        n_iterations=1,
+        n_init=8,
+        pool_size=20,
+        mc_masks=2,
+        routing_steps=2,
+        acquisitions_per_expert=1,
+        explore=False,
+        refit_budget=0,
+        train=TrainConfig(steps=120),
+    )
+    s = SGEM(TabularSpace(), cfg, seed=0, progress=False)
+    s.fit(task)  # sets up trainer, store, surrogate
+    return s, task
+
+
+def test_a_worse_partition_is_rejected(search) -> None:
+    s, task = search
+    oracle = task.oracle_partition  # 0 = linear, 1 = ring
+    worse = oracle.copy()
+    ring = np.flatnonzero(oracle == 1)
+    worse[ring[:3]] = 0  # three ring clusters handed to the linear expert
+    sizes = task.cluster_sizes.astype(float)
+    rng = np.random.default_rng(0)
+    record = s.evaluate_jump([LINEAR_CELL, RING_CELL], oracle, worse, sizes, rng, t=99)
+    assert record["accepted"] is False
+    assert record["measured_proposal"] < record["measured_current"]
+    assert record["proposal"] == worse.tolist()
+
+
+def test_a_better_partition_is_accepted(search) -> None:
+    s, task = search
+    oracle = task.oracle_partition
+    scrambled = np.random.default_rng(3).permutation(oracle)
+    sizes = task.cluster_sizes.astype(float)
+    rng = np.random.default_rng(1)
+    record = s.evaluate_jump([LINEAR_CELL, RING_CELL], scrambled, oracle, sizes, rng, t=99)
+    assert record["accepted"] is True
+    assert record["measured_proposal"] > record["measured_current"]
+
+
+def test_identical_proposal_is_not_evaluated(search) -> None:
+    s, task = search
+    n_before = len(s.store_)
+    record = s.evaluate_jump(
+        [LINEAR_CELL, RING_CELL],
+        task.oracle_partition,
+        task.oracle_partition.copy(),
+        task.cluster_sizes.astype(float),
+        np.random.default_rng(0),
+        t=99,
+    )
+    assert record["accepted"] is False and len(s.store_) == n_before
