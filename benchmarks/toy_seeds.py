@@ -33,13 +33,25 @@ def main() -> None:
     p.add_argument("--out", default="benchmarks/results/toy_seeds.json")
     p.add_argument("--rundirs", default="benchmarks/results/toy")
     p.add_argument("--config", default=None, help="YAML overrides passed to sgem run")
+    p.add_argument("--executor", default="inline", help="passed to sgem run --executor")
     args = p.parse_args()
 
     rows = []
     for seed in args.seeds:
         out = Path(args.rundirs) / f"seed{seed}"
         shutil.rmtree(out, ignore_errors=True)
-        cmd = ["sgem", "run", "toy", "--seed", str(seed), "--out", str(out), "--quiet"]
+        cmd = [
+            "sgem",
+            "run",
+            "toy",
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            "--quiet",
+            "--executor",
+            args.executor,
+        ]
         if args.config:
             cmd += ["--config", args.config]
         t0 = time.perf_counter()
@@ -65,6 +77,7 @@ def main() -> None:
         )
     summary = {
         "seeds": args.seeds,
+        "executor": args.executor,
         "perfect_match": sum(r["oracle_match"] == 1.0 for r in rows),
         "rbf_in_ring_expert": sum(r["ring_expert_has_rbf"] for r in rows),
         "accuracy_at_least_0.95": sum(r["test_accuracy"] >= 0.95 for r in rows),

@@ -86,8 +86,10 @@ class _FlakyExecutor:
 
         self.calls.append([j.arch.key for j in jobs])
         out = self.inner.run(jobs)
-        return [JobResult(None, 0.0, "cpu", "Traceback: boom") if j.arch.key == self.bad_key
-                else r for j, r in zip(jobs, out, strict=True)]
+        return [
+            JobResult(None, 0.0, "cpu", "Traceback: boom") if j.arch.key == self.bad_key else r
+            for j, r in zip(jobs, out, strict=True)
+        ]
 
     def close(self) -> None:
         pass
@@ -96,9 +98,17 @@ class _FlakyExecutor:
 def test_search_records_failures_and_retries_once(tmp_path) -> None:
     task = make_toy_task(1)
     space = TabularSpace()
-    cfg = SearchConfig(n_iterations=1, n_init=6, pool_size=10, mc_masks=2, routing_steps=2,
-                       acquisitions_per_expert=1, explore=False, refit_budget=0,
-                       train=TrainConfig(steps=10))
+    cfg = SearchConfig(
+        n_iterations=1,
+        n_init=6,
+        pool_size=10,
+        mc_masks=2,
+        routing_steps=2,
+        acquisitions_per_expert=1,
+        explore=False,
+        refit_budget=0,
+        train=TrainConfig(steps=10),
+    )
     store = ObservationStore(task.n_clusters, tmp_path / "store.sqlite")
     rng = np.random.default_rng(1)
     rng.normal(size=(task.n_clusters, 2))  # the search draws its routing logits first,
@@ -138,5 +148,5 @@ def test_ray_executor_matches_inline(setup) -> None:
 def test_unreachable_ray_address_fails_fast_and_clearly(setup) -> None:
     pytest.importorskip("ray")
     task, space, _, _ = setup
-    with pytest.raises(ConnectionError, match="no Ray cluster answers at '127.0.0.1:9'"):
+    with pytest.raises(ConnectionError, match=r"no Ray cluster answers at '127\.0\.0\.1:9'"):
         RayExecutor(task, space, TRAIN, address="127.0.0.1:9", connect_timeout_s=2)

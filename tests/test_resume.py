@@ -18,8 +18,15 @@ from sgem.pipeline import resume_experiment, run_experiment
 from sgem.store import StoreError
 
 SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
-COMPARED = ("routing", "architectures", "oracle_match", "test_accuracy", "test_nll",
-            "n_trained", "region_val_losses")
+COMPARED = (
+    "routing",
+    "architectures",
+    "oracle_match",
+    "test_accuracy",
+    "test_nll",
+    "n_trained",
+    "region_val_losses",
+)
 
 
 def _latest_checkpoint(store: Path) -> int:
@@ -50,9 +57,22 @@ def test_sigkill_then_resume_reproduces_the_uninterrupted_run(uninterrupted, tmp
     out = tmp_path / "killed"
     store = out / "store.sqlite"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sgem.cli", "run", "toy", "--seed", "5", "--out", str(out),
-         "--config", str(SMOKE), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "sgem.cli",
+            "run",
+            "toy",
+            "--seed",
+            "5",
+            "--out",
+            str(out),
+            "--config",
+            str(SMOKE),
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.time() + 120

@@ -112,6 +112,8 @@ def build_task(
 
     def make_split(split: str) -> Split:
         xs, ys, src, _ = parts[split]
+        # int64 labels: what torch's cross-entropy expects, whatever integer type came in
+        ys = ys.astype(np.int64) if loss == "cross_entropy" else ys.astype(np.float32)
         return Split(xs.astype(np.float32), ys, ids[split], src)
 
     meta: dict = {}

@@ -104,6 +104,11 @@ def _validate_task(task: ClusteredTask) -> None:
     for name in ("train", "val", "test"):
         _validate_split(getattr(task, name), name, task)
     if task.loss == "cross_entropy":
+        if not isinstance(task.n_classes, int | np.integer) or task.n_classes < 2:
+            raise ValueError(
+                f"a classification task needs n_classes >= 2 (got {task.n_classes!r}); pass "
+                "n_classes=..., or build the task with sgem.build_task, which infers it"
+            )
         for name in ("train", "val", "test"):
             split = getattr(task, name)
             if len(split) == 0:

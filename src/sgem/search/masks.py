@@ -13,6 +13,8 @@ def log_uniform_size_mask(
     Including each cluster with probability 1/2 concentrates masks around M/2, so
     near-pure subsets are never seen; a log-uniform size puts real mass on small masks.
     """
+    if min_size < 1 or n_clusters < 1:
+        raise ValueError(f"need min_size >= 1 and n_clusters >= 1, got {min_size}, {n_clusters}")
     min_size = min(min_size, n_clusters)
     size = int(np.floor(np.exp(rng.uniform(np.log(min_size), np.log(n_clusters + 1)))))
     size = int(np.clip(size, min_size, n_clusters))

@@ -29,7 +29,7 @@ def straight_through_bernoulli(
     noise = torch.log(u) - torch.log1p(-u)
     soft = torch.sigmoid((logit + noise) / temperature)
     hard = (soft > 0.5).to(soft.dtype)
-    return hard + soft - soft.detach()
+    return hard + (soft - soft.detach())  # exactly 0/1 forward, relaxed gradient backward
 
 
 def expected_losses(

@@ -87,6 +87,12 @@ class CellSpace:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
         if len(set(op_names)) != len(op_names) or not op_names:
             raise ValueError(f"op_names must be a non-empty list of distinct names: {op_names}")
+        reserved = [op for op in op_names if not op or "<" in op or "|" in op]
+        if reserved:
+            raise ValueError(
+                f"op names must be non-empty and free of '<' and '|' (they delimit Arch.key): "
+                f"{reserved}"
+            )
         self.op_names = tuple(op_names)
         self.n_nodes = n_nodes
         self._op_index = {op: i for i, op in enumerate(self.op_names)}
