@@ -22,6 +22,12 @@ def _add_executor_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="Ray cluster address host:port (default: start a local Ray)",
     )
+    p.add_argument(
+        "--gpus-per-task",
+        type=float,
+        default=0.0,
+        help="GPUs each Ray training task declares (default 0)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars, summary only")
 
 
@@ -65,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             executor=args.executor,
             workers=args.workers,
             ray_address=args.ray_address,
+            gpus_per_task=args.gpus_per_task,
         )
         try:
             if args.command == "run":

@@ -306,12 +306,17 @@ def make_executor(
     address: str | None = None,
     num_cpus: float = 1.0,
     num_gpus: float = 0.0,
+    trainer=None,
 ) -> Executor:
-    """Build the executor named `kind`: "inline", "batched", "processes" or "ray"."""
-    if kind in ("inline", "batched"):
-        from .train.trainer import Trainer
+    """Build the executor named `kind`: "inline", "batched", "processes" or "ray".
 
-        trainer = Trainer(task, space, train_config)
+    In-process executors reuse `trainer` when given (no second copy of the data).
+    """
+    if kind in ("inline", "batched"):
+        if trainer is None:
+            from .train.trainer import Trainer
+
+            trainer = Trainer(task, space, train_config)
         return InlineExecutor(trainer) if kind == "inline" else BatchedExecutor(trainer)
     if kind == "processes":
         return ProcessExecutor(task, space, train_config, workers=workers)

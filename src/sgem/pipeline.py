@@ -111,6 +111,7 @@ def run_experiment(
     executor: str = "inline",
     workers: int = 2,
     ray_address: str | None = None,
+    gpus_per_task: float = 0.0,
 ) -> dict:
     """Run a preset end to end and write its run directory. Returns result.json's content."""
     run_cfg = load_config(name, config_file)
@@ -122,7 +123,7 @@ def run_experiment(
         result = rundir.read_result()
         result["reused"] = True
         return result
-    return _execute(run_cfg, rundir, progress, False, executor, workers, ray_address)
+    return _execute(run_cfg, rundir, progress, False, executor, workers, ray_address, gpus_per_task)
 
 
 def resume_experiment(
@@ -131,6 +132,7 @@ def resume_experiment(
     executor: str = "inline",
     workers: int = 2,
     ray_address: str | None = None,
+    gpus_per_task: float = 0.0,
 ) -> dict:
     """Continue an interrupted run from its last checkpoint; finished trainings are reused."""
     rundir = RunDirectory(out)
@@ -139,7 +141,7 @@ def resume_experiment(
         result["reused"] = True
         return result
     run_cfg = rundir.load_for_resume()["run"]
-    return _execute(run_cfg, rundir, progress, True, executor, workers, ray_address)
+    return _execute(run_cfg, rundir, progress, True, executor, workers, ray_address, gpus_per_task)
 
 
 def _execute(
@@ -150,6 +152,7 @@ def _execute(
     executor_kind: str,
     workers: int,
     ray_address: str | None,
+    gpus_per_task: float = 0.0,
 ) -> dict:
     start = time.perf_counter()
     seed = int(run_cfg["seed"])
@@ -168,13 +171,27 @@ def _execute(
             rundir.rewrite_trace(payload["trace"])
 
     search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener)
-    executor = make_executor(
-        executor_kind, task, space, search_cfg.train, workers=workers, address=ray_address
-    )
     try:
-        found = search.fit(task, store=store, executor=executor, resume=resume)
+        # in-process executors are built by the search from its own trainer
+        executor = (
+            executor_kind
+            if executor_kind in ("inline", "batched")
+            else make_executor(
+                executor_kind,
+                task,
+                space,
+                search_cfg.train,
+                workers=workers,
+                address=ray_address,
+                num_gpus=gpus_per_task,
+            )
+        )
+        try:
+            found = search.fit(task, store=store, executor=executor, resume=resume)
+        finally:
+            if not isinstance(executor, str):
+                executor.close()
     finally:
-        executor.close()
         store.close()
     _, report = train_final_moe(
         task,

@@ -1,18 +1,31 @@
-"""Data: toy generator, clustering, and the `ClusteredTask` the search consumes."""
+"""Data: toy generator, Monash .tsf time series, clustering, and the `ClusteredTask` the
+search consumes."""
 
 from .build import build_task
 from .clustering import assign_to_centroids, cluster_purity, fit_kmeans, majority_source_partition
+from .paths import shared_data_dir
 from .task import ClusteredTask, Split
+from .timeseries import load_domains, make_timeseries_task, make_windows, window_descriptors
 from .toy import make_toy_task, sample_toy
+from .tsf import TSFData, TSFFormatError, read_tsf, write_tsf
 
 __all__ = [
     "ClusteredTask",
     "Split",
+    "TSFData",
+    "TSFFormatError",
     "assign_to_centroids",
     "build_task",
     "cluster_purity",
     "fit_kmeans",
+    "load_domains",
     "majority_source_partition",
+    "make_timeseries_task",
     "make_toy_task",
+    "make_windows",
+    "read_tsf",
     "sample_toy",
+    "shared_data_dir",
+    "window_descriptors",
+    "write_tsf",
 ]

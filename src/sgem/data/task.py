@@ -31,6 +31,13 @@ class Split:
     cluster: np.ndarray
     source: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        # accept lists and other array-likes; validation then sees real arrays
+        for name in ("x", "y", "cluster", "source"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, np.ndarray):
+                object.__setattr__(self, name, np.asarray(value))
+
     def __len__(self) -> int:
         return int(self.x.shape[0])
 

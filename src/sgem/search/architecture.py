@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..space.arch import Arch, CellSpace
-from ..surrogate.model import Surrogate
+from ..surrogate.model import LossModel
 
 
 @dataclass
@@ -38,7 +38,7 @@ def draw_pool(space: CellSpace, incumbent: Arch, size: int, rng: np.random.Gener
 
 
 def score_pool(
-    surrogate: Surrogate, pool: Sequence[Arch], masks: np.ndarray, weights: np.ndarray
+    surrogate: LossModel, pool: Sequence[Arch], masks: np.ndarray, weights: np.ndarray
 ) -> np.ndarray:
     """Weighted predicted loss of each arch, averaged over the masks (shape (len(pool),))."""
     n_masks, m = masks.shape
@@ -49,7 +49,7 @@ def score_pool(
 
 
 def architecture_m_step(
-    surrogate: Surrogate,
+    surrogate: LossModel,
     space: CellSpace,
     incumbents: Sequence[Arch],
     q: np.ndarray,

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..space.arch import Arch
-from ..surrogate.model import Surrogate
+from ..surrogate.model import LossModel
 from .objective import load_balance, q_function
 
 
@@ -33,7 +33,7 @@ def straight_through_bernoulli(
 
 
 def expected_losses(
-    surrogate: Surrogate, archs: Sequence[Arch], routing: np.ndarray, uniforms: np.ndarray
+    surrogate: LossModel, archs: Sequence[Arch], routing: np.ndarray, uniforms: np.ndarray
 ) -> np.ndarray:
     """Monte-Carlo estimate of U[m, k] = u_m(alpha_k, r_k) with masks b = 1[uniforms < r_k].
 
@@ -50,7 +50,7 @@ def expected_losses(
 def routing_m_step(
     logits: np.ndarray,
     q: np.ndarray,
-    surrogate: Surrogate,
+    surrogate: LossModel,
     archs: Sequence[Arch],
     sizes: np.ndarray,
     *,

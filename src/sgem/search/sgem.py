@@ -28,7 +28,7 @@ from scipy.special import softmax
 from tqdm.auto import tqdm
 
 from ..data.task import ClusteredTask
-from ..executors import Executor, InlineExecutor, TrainJob, job_seed
+from ..executors import Executor, TrainJob, job_seed, make_executor
 from ..metrics import partition_match
 from ..space.arch import Arch, CellSpace
 from ..store import Observation, ObservationStore
@@ -173,9 +173,12 @@ class SGEM:
         self,
         task: ClusteredTask,
         store: ObservationStore | None = None,
-        executor: Executor | None = None,
+        executor: Executor | str = "inline",
         resume: bool = False,
     ) -> SearchResult:
+        """Run the search. `executor` is an Executor or the name of one ("inline",
+        "batched", "processes", "ray"); `resume=True` continues from the store's last
+        checkpoint."""
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         if k_experts > m:
@@ -190,7 +193,29 @@ class SGEM:
         sizes = task.cluster_sizes.astype(np.float64)
         val_sizes = task.val_cluster_sizes.astype(np.float64)
         self.trainer_ = Trainer(task, self.space, cfg.train, device=self.device)
-        self.executor_ = executor or InlineExecutor(self.trainer_)
+        if isinstance(executor, str):
+            self.executor_ = make_executor(
+                executor, task, self.space, cfg.train, trainer=self.trainer_
+            )
+            try:
+                return self._fit(task, store, resume, start, rng, sizes, val_sizes)
+            finally:
+                self.executor_.close()
+        self.executor_ = executor
+        return self._fit(task, store, resume, start, rng, sizes, val_sizes)
+
+    def _fit(
+        self,
+        task: ClusteredTask,
+        store: ObservationStore | None,
+        resume: bool,
+        start: float,
+        rng: np.random.Generator,
+        sizes: np.ndarray,
+        val_sizes: np.ndarray,
+    ) -> SearchResult:
+        cfg = self.config
+        m, k_experts = task.n_clusters, cfg.n_experts
         self.store_ = store if store is not None else ObservationStore(m)
         self.failures_ = 0
         self.surrogate_ = Surrogate(self.space, m, cfg.surrogate, seed=self.seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -146,6 +147,26 @@ class Surrogate:
             outs = torch.stack([self.forward(adj, feats, masks_t) for _ in range(t)])
         self.net.eval()
         return outs.numpy()
+
+
+class LossModel(Protocol):
+    """What the E- and M-steps need from a surrogate: `Surrogate` and its scalar
+    reduction `ScalarReduced` both provide it."""
+
+    net: torch.nn.Module
+    clip_value_: float | None
+
+    def graphs(self, archs: Sequence[Arch]) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def forward(
+        self, adj: torch.Tensor, feats: torch.Tensor, masks: torch.Tensor
+    ) -> torch.Tensor: ...
+
+    def predict(self, archs: Sequence[Arch], masks: np.ndarray) -> np.ndarray: ...
+
+    def predict_mc(
+        self, archs: Sequence[Arch], masks: np.ndarray, seed: int, n_samples: int | None = None
+    ) -> np.ndarray: ...
 
 
 def lcb(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
