@@ -70,3 +70,43 @@ def test_identical_proposal_is_not_evaluated(search) -> None:
         t=99,
     )
     assert record["accepted"] is False and len(s.store_) == n_before
+
+
+def test_returned_partition_is_the_best_measured_of_those_visited() -> None:
+    task = make_toy_task(4)
+    cfg = SearchConfig(
+        n_iterations=4,
+        n_init=12,
+        pool_size=30,
+        mc_masks=4,
+        routing_steps=10,
+        acquisitions_per_expert=1,
+        explore_every=2,
+        refit_budget=0,
+        train=TrainConfig(steps=60),
+    )
+    result = SGEM(TabularSpace(), cfg, seed=4, progress=False).fit(task)
+    sizes = task.cluster_sizes.astype(float)
+
+    def measured(partition: np.ndarray) -> float | None:
+        total = 0.0
+        for k in range(2):
+            region = partition == k
+            if not region.any():
+                continue
+            values = [
+                -(sizes[region] * o.losses[region]).sum()
+                for o in result.store.observations
+                if np.array_equal(o.mask, region)
+            ]
+            if not values:
+                return None
+            total += max(values)
+        return total
+
+    visited = [np.array(r["routing"]) for r in result.trace]
+    visited += [np.array(r["jump"]["proposal"]) for r in result.trace if r["jump"]]
+    values = [v for v in (measured(p) for p in visited) if v is not None]
+    assert values, "no visited partition was measured"
+    assert measured(result.assignment) == pytest.approx(max(values))
+    assert result.selection["measured_objective"] == pytest.approx(max(values))

@@ -233,6 +233,7 @@ def _result_json(
         else task.oracle_partition.tolist(),
         "oracle_match": found.oracle_match,
         "region_val_losses": found.region_val_losses,
+        "selection": found.selection,
         "test_accuracy": moe["test_accuracy"],
         "test_nll": moe["test_nll"],
         "per_expert_test_accuracy": moe["per_expert_test_accuracy"],

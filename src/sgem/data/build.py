@@ -92,7 +92,8 @@ def build_task(
     parts = {"train": take(train_idx), "val": take(val_idx)}
     if test is not None:
         x_t, y_t = _as_array("test x", test[0]), _as_array("test y", test[1])
-        s_t = _as_array("test source", test[2]).astype(np.int64) if len(test) > 2 else None
+        has_source = len(test) > 2 and test[2] is not None
+        s_t = _as_array("test source", test[2]).astype(np.int64) if has_source else None
         c_t = _as_array("test clusters", test[3]).astype(np.int64) if len(test) > 3 else None
         if own_clusters is not None and c_t is None:
             raise ValueError("with your own clusters, pass test=(x, y, source, clusters)")

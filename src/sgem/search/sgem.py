@@ -2,11 +2,12 @@
 the exploration mechanisms of the paper's appendix.
 
 Return rule. The surrogate changes at every refit, so surrogate objective values from
-different iterations are not comparable and are never used to pick an iterate. SGEM returns
-the routing of the final iterate, and for each expert the architecture with the lowest
-*measured* validation loss on exactly that expert's final region: the final incumbent, the
-per-region refit's random architectures and anything else trained on that exact region
-compete on equal terms.
+different iterations are not comparable and are never used to pick an iterate. Measured
+values (real training outcomes) are. SGEM returns, of all partitions the run visited, the
+one with the best measured objective (each region scored by the best architecture really
+trained on exactly that region), and for each expert the architecture with the lowest
+measured validation loss on its region after a per-region random-search refit: incumbents,
+refit architectures and anything else trained on that exact region compete on equal terms.
 
 Persistence. Every training is requested through `_train_batch`, which reuses finished
 results (also from an interrupted earlier process), runs the rest on the executor, retries a
@@ -50,7 +51,7 @@ MAX_ATTEMPTS = 2  # a failed training is retried once
 class SearchResult:
     assignment: np.ndarray  # (M,) expert index per cluster
     architectures: list[Arch]  # one per expert
-    routing: np.ndarray  # (M, K) final soft routing
+    routing: np.ndarray  # (M, K) the final iterate's soft routing
     trace: list[dict]
     store: ObservationStore
     oracle_match: float | None
@@ -58,6 +59,7 @@ class SearchResult:
     seconds: float
     region_val_losses: list[float | None] = field(default_factory=list)
     failures: int = 0
+    selection: dict = field(default_factory=dict)  # which visited partition was returned, why
 
 
 Listener = Callable[[str, dict], None]
@@ -269,8 +271,10 @@ class SGEM:
         iterations.close()
 
         routing = softmax(logits, axis=1)
-        assignment = hard_routing(routing)
-        final_archs, region_losses = self._select_final(archs, assignment, val_sizes, rng)
+        assignment, incumbents, selection = self._select_partition(
+            trace, hard_routing(routing), archs, sizes
+        )
+        final_archs, region_losses = self._select_final(incumbents, assignment, val_sizes, rng)
         oracle_match = (
             None
             if task.oracle_partition is None
@@ -287,6 +291,7 @@ class SGEM:
             seconds=time.perf_counter() - start,
             region_val_losses=region_losses,
             failures=self.failures_,
+            selection=selection,
         )
 
     def _iteration(
@@ -531,6 +536,71 @@ class SGEM:
                 return None
             rows.append(obs.losses)
         return measured_hard_objective(assignment, np.stack(rows), sizes)
+
+    def _measured_partition_value(
+        self, assignment: np.ndarray, sizes: np.ndarray
+    ) -> tuple[float, list[Arch]] | None:
+        """Measured J of a hard partition from what was really trained on exactly its
+        regions: per region the best observation. None if a region was never trained."""
+        total, best = 0.0, []
+        for k in range(self.config.n_experts):
+            region = assignment == k
+            if not region.any():
+                best.append(None)
+                continue
+            options = [
+                (-float(np.sum(sizes[region] * o.losses[region])), o.arch)
+                for o in self.store_.on_mask(region)
+            ]
+            if not options:
+                return None
+            value, arch = max(options, key=lambda option: option[0])
+            total += value
+            best.append(arch)
+        return total, best
+
+    def _select_partition(
+        self,
+        trace: list[dict],
+        final_assignment: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+    ) -> tuple[np.ndarray, list[Arch], dict]:
+        """The returned routing: of all partitions the run visited (each iteration's hard
+        routing and every measured jump proposal), the one with the best *measured*
+        objective. Measured values are real training outcomes, so unlike surrogate values
+        they are comparable across iterations. Falls back to the final iterate when no
+        visited partition was measured on all its regions."""
+        candidates: list[tuple[int, tuple[int, ...]]] = []
+        for row in trace:
+            for partition in (row["routing"], (row.get("jump") or {}).get("proposal")):
+                if partition is not None:
+                    candidates.append((row["iteration"], tuple(partition)))
+        candidates.append((self.config.n_iterations, tuple(final_assignment.tolist())))
+        best: tuple | None = None
+        seen: set[tuple[int, ...]] = set()
+        for iteration, partition in candidates:
+            if partition in seen:
+                continue
+            seen.add(partition)
+            measured = self._measured_partition_value(np.array(partition), sizes)
+            if measured is not None and (best is None or measured[0] >= best[0]):
+                best = (measured[0], iteration, partition, measured[1])
+        if best is None:
+            return final_assignment, archs, {"rule": "final iterate (nothing measured)"}
+        value, iteration, partition, region_archs = best
+        incumbents = [a if a is not None else archs[k] for k, a in enumerate(region_archs)]
+        return (
+            np.array(partition),
+            incumbents,
+            {
+                "rule": "best measured objective over visited partitions",
+                "measured_objective": value,
+                "first_visited_at_iteration": iteration,
+                "candidates": len(seen),
+                "equals_final_iterate": partition == tuple(final_assignment.tolist()),
+            },
+        )
 
     def _select_final(
         self,

@@ -6,11 +6,26 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..forecast import split_params, student_t_nll
+
 
 def per_sample_nll(output: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
-    """Negative log-likelihood of each sample. `output` is the network's raw output."""
+    """Negative log-likelihood of each sample, shape (batch,).
+
+    cross_entropy: `output` holds the logits. student_t: `output` is (batch, horizon, 3),
+    the constrained (loc, scale, df) per step (`sgem.space.timeseries`), `target` is
+    (batch, horizon); the NLL is averaged over the horizon (mean NLL per step).
+    """
     if kind == "cross_entropy":
         return F.cross_entropy(output, target, reduction="none")
+    if kind == "student_t":
+        loc, scale, df = split_params(output)
+        if target.shape != loc.shape:
+            raise ValueError(
+                f"student_t targets must have shape (batch, horizon) = {tuple(loc.shape)}, "
+                f"got {tuple(target.shape)}"
+            )
+        return student_t_nll(loc, scale, df, target.to(loc.dtype)).mean(-1)
     raise ValueError(f"no per-sample NLL for loss kind {kind!r} yet")
 
 

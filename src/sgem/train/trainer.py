@@ -60,6 +60,8 @@ class Trainer:
         # one scale for all features: distances (and so radial ops) keep their geometry
         self.x_std = np.full(flat.shape[1], float(flat.std(0).mean()) + 1e-6, dtype=np.float32)
         self.n_out = task.n_classes if task.loss == "cross_entropy" else 3
+        if hasattr(space, "output_size"):  # a space that knows it decides (3 * horizon)
+            self.n_out = space.output_size(task)
 
     def build(self, arch: Arch) -> nn.Module:
         return self.space.build(
