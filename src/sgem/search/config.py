@@ -29,6 +29,7 @@ class SearchConfig:
     explore_every: int = 4
     explore_groups: int = 4
     refit_budget: int = 16  # random architectures per expert in the final per-region refit
+    final_candidates: int = 3  # visited partitions re-measured at the end (1 = final iterate)
     freeze_routing: bool = False  # ablation: no M-step on R (routing stays at its random init)
     # ablation: the scalar surrogate (region average, eq. scalar_u) with the load-balancing
     # penalty lb_weight * LB(R) in the routing M-step ("clusters" or "samples" fractions)
@@ -49,6 +50,7 @@ class SearchConfig:
             "mc_masks",
             "lcb_shortlist",
             "explore_every",
+            "final_candidates",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

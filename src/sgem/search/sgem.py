@@ -3,11 +3,11 @@ the exploration mechanisms of the paper's appendix.
 
 Return rule. The surrogate changes at every refit, so surrogate objective values from
 different iterations are not comparable and are never used to pick an iterate. Measured
-values (real training outcomes) are. SGEM returns, of all partitions the run visited, the
-one with the best measured objective (each region scored by the best architecture really
-trained on exactly that region), and for each expert the architecture with the lowest
-measured validation loss on its region after a per-region random-search refit: incumbents,
-refit architectures and anything else trained on that exact region compete on equal terms.
+values (real training outcomes) are, provided they were obtained with equal effort: SGEM
+re-measures a few finalist partitions (the final iterate's and the best other visited ones)
+with one common set of architectures (the final incumbents plus the per-region random-search
+refit) and returns the partition with the best measured objective, each expert with the
+architecture of lowest measured validation loss on its region (see `_finalise`).
 
 Persistence. Every training is requested through `_train_batch`, which reuses finished
 results (also from an interrupted earlier process), runs the rest on the executor, retries a
@@ -271,10 +271,9 @@ class SGEM:
         iterations.close()
 
         routing = softmax(logits, axis=1)
-        assignment, incumbents, selection = self._select_partition(
-            trace, hard_routing(routing), archs, sizes
+        assignment, final_archs, region_losses, selection = self._finalise(
+            trace, hard_routing(routing), archs, sizes, val_sizes, rng
         )
-        final_archs, region_losses = self._select_final(incumbents, assignment, val_sizes, rng)
         oracle_match = (
             None
             if task.oracle_partition is None
@@ -537,106 +536,135 @@ class SGEM:
             rows.append(obs.losses)
         return measured_hard_objective(assignment, np.stack(rows), sizes)
 
-    def _measured_partition_value(
-        self, assignment: np.ndarray, sizes: np.ndarray
-    ) -> tuple[float, list[Arch]] | None:
-        """Measured J of a hard partition from what was really trained on exactly its
-        regions: per region the best observation. None if a region was never trained."""
-        total, best = 0.0, []
+    def _visited_partitions(
+        self, trace: list[dict], final_assignment: np.ndarray
+    ) -> list[tuple[int, tuple[int, ...]]]:
+        """Distinct partitions the run visited (each iteration's hard routing and every
+        evaluated jump proposal), with the iteration each was first seen at."""
+        out: list[tuple[int, tuple[int, ...]]] = []
+        seen: set[tuple[int, ...]] = set()
+        for row in trace:
+            for partition in (row["routing"], (row.get("jump") or {}).get("proposal")):
+                if partition is not None and tuple(partition) not in seen:
+                    seen.add(tuple(partition))
+                    out.append((row["iteration"], tuple(partition)))
+        final = tuple(final_assignment.tolist())
+        if final not in seen:
+            out.append((self.config.n_iterations, final))
+        return out
+
+    def _screening_value(self, assignment: np.ndarray, sizes: np.ndarray) -> float | None:
+        """Measured J from whatever was trained on exactly these regions (None if a region
+        never was). Biased towards partitions that were tried more often: used only to pick
+        finalists, never to decide between them."""
+        total = 0.0
         for k in range(self.config.n_experts):
             region = assignment == k
             if not region.any():
-                best.append(None)
                 continue
-            options = [
-                (-float(np.sum(sizes[region] * o.losses[region])), o.arch)
+            values = [
+                -float(np.sum(sizes[region] * o.losses[region]))
                 for o in self.store_.on_mask(region)
             ]
-            if not options:
+            if not values:
                 return None
-            value, arch = max(options, key=lambda option: option[0])
-            total += value
-            best.append(arch)
-        return total, best
+            total += max(values)
+        return total
 
-    def _select_partition(
+    def _finalise(
         self,
         trace: list[dict],
         final_assignment: np.ndarray,
         archs: list[Arch],
         sizes: np.ndarray,
-    ) -> tuple[np.ndarray, list[Arch], dict]:
-        """The returned routing: of all partitions the run visited (each iteration's hard
-        routing and every measured jump proposal), the one with the best *measured*
-        objective. Measured values are real training outcomes, so unlike surrogate values
-        they are comparable across iterations. Falls back to the final iterate when no
-        visited partition was measured on all its regions."""
-        candidates: list[tuple[int, tuple[int, ...]]] = []
-        for row in trace:
-            for partition in (row["routing"], (row.get("jump") or {}).get("proposal")):
-                if partition is not None:
-                    candidates.append((row["iteration"], tuple(partition)))
-        candidates.append((self.config.n_iterations, tuple(final_assignment.tolist())))
-        best: tuple | None = None
-        seen: set[tuple[int, ...]] = set()
-        for iteration, partition in candidates:
-            if partition in seen:
-                continue
-            seen.add(partition)
-            measured = self._measured_partition_value(np.array(partition), sizes)
-            if measured is not None and (best is None or measured[0] >= best[0]):
-                best = (measured[0], iteration, partition, measured[1])
-        if best is None:
-            return final_assignment, archs, {"rule": "final iterate (nothing measured)"}
-        value, iteration, partition, region_archs = best
-        incumbents = [a if a is not None else archs[k] for k, a in enumerate(region_archs)]
-        return (
-            np.array(partition),
-            incumbents,
-            {
-                "rule": "best measured objective over visited partitions",
-                "measured_objective": value,
-                "first_visited_at_iteration": iteration,
-                "candidates": len(seen),
-                "equals_final_iterate": partition == tuple(final_assignment.tolist()),
-            },
-        )
-
-    def _select_final(
-        self,
-        archs: list[Arch],
-        assignment: np.ndarray,
         val_sizes: np.ndarray,
         rng: np.random.Generator,
-    ) -> tuple[list[Arch], list[float | None]]:
-        """Per-region refit: random search on each expert's final region, then the best
-        measured architecture there (incumbent included)."""
-        t = self.config.n_iterations + 1
+    ) -> tuple[np.ndarray, list[Arch], list[float | None], dict]:
+        """Choose the returned partition and architectures on measured outcomes only.
+
+        Finalists: the final iterate's partition and the best other visited partitions by
+        screening value. Every finalist's regions are trained with the *same* architectures
+        (the final incumbents plus `refit_budget` random ones: the per-region refit), so the
+        comparison is fair; the partition with the best measured objective wins. Each
+        expert then gets the architecture with the lowest measured validation loss on its
+        region among everything trained on exactly that region.
+        """
+        cfg = self.config
+        visited = self._visited_partitions(trace, final_assignment)
+        final_key = tuple(final_assignment.tolist())
+        screened = []
+        for iteration, partition in visited:
+            value = self._screening_value(np.array(partition), sizes)
+            if partition != final_key and value is not None:
+                screened.append((value, iteration, partition))
+        screened.sort(key=lambda v: -v[0])
+        finalists = [(None, cfg.n_iterations, final_key)] + [
+            (v, it, p) for v, it, p in screened[: max(cfg.final_candidates - 1, 0)]
+        ]
+        common = list(dict.fromkeys([*archs, *self.space.sample_many(cfg.refit_budget, rng)]))
+        t = cfg.n_iterations + 1
         jobs: list[Job] = []
-        for k, incumbent in enumerate(archs):
-            region = assignment == k
-            if region.any():
-                jobs.append((incumbent, region, "final"))
-                jobs += [
-                    (a, region, "refit")
-                    for a in self.space.sample_many(self.config.refit_budget, rng)
-                ]
+        for _, _, partition in finalists:
+            assignment = np.array(partition)
+            for k in range(cfg.n_experts):
+                region = assignment == k
+                if region.any():
+                    jobs += [(a, region, "refit") for a in common]
         self._train_batch(jobs, t)
+
+        report, best = [], None
+        for screening, iteration, partition in finalists:
+            assignment = np.array(partition)
+            value = 0.0
+            for k in range(cfg.n_experts):
+                region = assignment == k
+                if not region.any():
+                    continue
+                values = [
+                    -float(np.sum(sizes[region] * o.losses[region]))
+                    for a in common
+                    if (o := self.store_.lookup(a, region)) is not None
+                ]
+                value += max(values) if values else float("-inf")
+            report.append(
+                {
+                    "partition": list(partition),
+                    "first_visited_at_iteration": iteration,
+                    "screening_objective": screening,
+                    "measured_objective": value,
+                }
+            )
+            if best is None or value > best[0]:
+                best = (value, partition)
+        chosen = np.array(best[1])
         final, losses = [], []
         for k, incumbent in enumerate(archs):
-            region = assignment == k
-            scored = [
-                (region_loss(o.losses, region, val_sizes), i, o.arch)
-                for i, o in enumerate(self.store_.on_mask(region))
-            ]
+            region = chosen == k
+            scored = (
+                [
+                    (region_loss(o.losses, region, val_sizes), i, o.arch)
+                    for i, o in enumerate(self.store_.on_mask(region))
+                ]
+                if region.any()
+                else []
+            )
             if not scored:
                 final.append(incumbent)
                 losses.append(None)
                 continue
-            best = min(scored)
-            final.append(best[2])
-            losses.append(best[0])
-        return final, losses
+            top = min(scored)
+            final.append(top[2])
+            losses.append(top[0])
+        for row in report:
+            row["chosen"] = tuple(row["partition"]) == best[1]
+        selection = {
+            "rule": "finalist partitions re-measured with a common architecture set; best "
+            "measured objective wins",
+            "common_architectures": len(common),
+            "finalists": report,
+            "equals_final_iterate": best[1] == final_key,
+        }
+        return chosen, final, losses, selection
 
 
 __all__ = ["SGEM", "SearchResult"]
