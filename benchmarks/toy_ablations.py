@@ -1,7 +1,11 @@
 """Toy-task ablations (paper appendix): full SGEM vs exploration off vs frozen routing vs
 the scalar surrogate with load balancing (lambda = 1). Same seeds, same budget settings.
 
-    python benchmarks/toy_ablations.py [--seeds 0 1 ...] [--variants full frozen ...]
+    python benchmarks/toy_ablations.py [--seeds 0 1 ...] [--variants full frozen ...] [--reuse]
+
+With --reuse, a finished run directory of the same config is read back instead of rerun
+(its own recorded wall clock is reported), e.g. the `full` variant from
+benchmarks/toy_seeds.py's run directories copied into <rundirs>/full/.
 
 Prints a per-seed line and a summary table (markdown), saves everything as JSON.
 """
@@ -37,6 +41,7 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--out", default="benchmarks/results/toy_ablations.json")
     p.add_argument("--rundirs", default="benchmarks/results/toy_ablations")
+    p.add_argument("--reuse", action="store_true", help="read back finished run directories")
     args = p.parse_args()
 
     rows = []
@@ -46,9 +51,11 @@ def main() -> None:
         cfg_file.write_text(yaml.safe_dump(VARIANTS[name]))
         for seed in args.seeds:
             out = Path(args.rundirs) / slug(name) / f"seed{seed}"
-            shutil.rmtree(out, ignore_errors=True)
+            if not args.reuse:
+                shutil.rmtree(out, ignore_errors=True)
             t0 = time.perf_counter()
             res = run_experiment("toy", seed=seed, out=out, progress=False, config_file=cfg_file)
+            seconds = res["wall_seconds"] if res.get("reused") else time.perf_counter() - t0
             row = {
                 "variant": name,
                 "seed": seed,
@@ -56,7 +63,8 @@ def main() -> None:
                 "test_accuracy": res["test_accuracy"],
                 "n_trained": res["n_trained"],
                 "experts_used": len(set(res["routing"])),
-                "seconds": round(time.perf_counter() - t0, 2),
+                "seconds": round(seconds, 2),
+                "reused": bool(res.get("reused")),
             }
             rows.append(row)
             print(

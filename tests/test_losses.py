@@ -44,8 +44,10 @@ def test_per_sample_nll_cross_entropy_and_unknown_kind():
     nll = per_sample_nll(logits, target, "cross_entropy")
     expected0 = -2.0 + np.log(np.exp(2.0) + 1.0 + np.exp(-1.0))
     np.testing.assert_allclose(nll.numpy(), [expected0, np.log(3.0)], rtol=1e-6)
-    with pytest.raises(ValueError, match="student_t"):
-        per_sample_nll(logits, target, "student_t")
+    with pytest.raises(ValueError, match="poisson"):
+        per_sample_nll(logits, target, "poisson")
+    with pytest.raises(ValueError, match="student_t output must have shape"):
+        per_sample_nll(logits, target, "student_t")  # logits are not (batch, horizon, 3)
 
 
 def test_region_loss_is_the_size_weighted_average_over_the_mask():
