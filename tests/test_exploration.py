@@ -7,6 +7,7 @@ import pytest
 
 from sgem.data import make_toy_task
 from sgem.search import SGEM, SearchConfig
+from sgem.search.sgem import canonical_partition
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig
 
@@ -93,6 +94,8 @@ def test_returned_partition_is_the_best_measured_finalist() -> None:
     selection = result.selection
     finalists = selection["finalists"]
     assert 1 <= len(finalists) <= 3
+    groupings = [canonical_partition(f["partition"]) for f in finalists]
+    assert len(set(groupings)) == len(groupings), "a relabelled partition is not a new finalist"
     final_iterate = result.trace[-1]["routing"]
     assert any(f["partition"] == final_iterate for f in finalists)
     assert selection["equals_final_iterate"] == (result.assignment.tolist() == final_iterate)
@@ -118,3 +121,8 @@ def test_returned_partition_is_the_best_measured_finalist() -> None:
     assert len(chosen) == 1
     assert chosen[0]["partition"] == result.assignment.tolist()
     assert chosen[0]["measured_objective"] == max(f["measured_objective"] for f in finalists)
+
+
+def test_canonical_partition_ignores_expert_labels() -> None:
+    assert canonical_partition([1, 1, 0, 2]) == canonical_partition([0, 0, 2, 1]) == (0, 0, 1, 2)
+    assert canonical_partition(np.array([0, 1, 0])) != canonical_partition([0, 0, 1])

@@ -85,9 +85,12 @@ def test_window_shapes_balance_and_no_missing(windows):
 
 
 def test_scaling_and_unscaling(windows, domains):
-    degenerate = windows.scale == 1.0
+    floored = windows.floored
     mean_abs = np.abs(windows.context).mean(axis=1)
-    np.testing.assert_allclose(mean_abs[~degenerate], 1.0, rtol=1e-9)
+    np.testing.assert_allclose(mean_abs[~floored], 1.0, rtol=1e-9)
+    # a floored scale is larger than the context's level: the context reads below 1
+    assert (mean_abs[floored] < 1.0).all()
+    assert floored.mean() < 0.05
     # unscaling gives back the raw series values at the recorded position
     raw_ctx = unscale(windows.context, windows.scale)
     raw_tgt = unscale(windows.target, windows.scale)
@@ -117,6 +120,34 @@ def test_all_zero_context_keeps_raw_units():
     series = np.concatenate([np.zeros(CONTEXT), np.full(HORIZON, 5.0)])
     w = make_windows({"rain": [series]}, CONTEXT, HORIZON, n_windows=1)
     assert w.scale[0] == 1.0 and (w.target == 5.0).all() and (w.context == 0).all()
+    assert w.floored[0]
+
+
+def test_near_zero_context_is_floored_by_the_series_history():
+    """A dry spell with one drizzle after a wet history: scale = 0.2 x history mean |x|."""
+    wet = np.full(200, 4.0)
+    dry = np.zeros(CONTEXT)
+    dry[10] = 0.2
+    series = np.concatenate([wet, dry, np.full(HORIZON, 100.0)])
+    w = make_windows({"rain": [series]}, CONTEXT, HORIZON, n_windows=201, seed=0)
+    last = np.flatnonzero(w.start == 200)[0]
+    history = np.abs(series[: 200 + CONTEXT]).mean()
+    assert w.scale[last] == pytest.approx(0.2 * history) and w.floored[last]
+    assert w.target[last].max() == pytest.approx(100.0 / (0.2 * history))
+    # without the floor the old behaviour: divided by the context's tiny mean
+    unfloored = make_windows({"rain": [series]}, CONTEXT, HORIZON, 201, 0, floor_fraction=0.0)
+    assert unfloored.target[last].max() == pytest.approx(100.0 / (0.2 / CONTEXT))
+    with pytest.raises(ValueError, match="floor_fraction"):
+        make_windows({"rain": [series]}, CONTEXT, HORIZON, 1, floor_fraction=-1.0)
+
+
+def test_scaled_weather_targets_stay_bounded(domains):
+    """Rainfall's dry contexts used to blow targets up to |y| ~ 5000; the floor bounds them."""
+    weather = {"weather": domains["weather"]}
+    w = make_windows(weather, CONTEXT, HORIZON, n_windows=12000, seed=0)
+    assert np.abs(w.target).max() < 600 and np.quantile(np.abs(w.target), 0.999) < 100
+    old = make_windows(weather, CONTEXT, HORIZON, n_windows=12000, seed=0, floor_fraction=0.0)
+    assert np.abs(old.target).max() > 2000  # the failure the floor fixes is in this data
 
 
 def test_weather_yields_windows_despite_missing_months(domains):

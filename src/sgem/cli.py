@@ -1,4 +1,4 @@
-"""The `sgem` command: run, resume, plot."""
+"""The `sgem` command: run, resume, plot, ops."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a preset end to end (search, final MoE, test)")
-    run.add_argument("preset", choices=["toy"], help="which experiment")
+    run.add_argument(
+        "preset", help="which experiment: toy, ts-offline (CPU-sized) or ts-paper (GPU, Monash)"
+    )
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     run.add_argument("--out", default=None, help="run directory (default runs/PRESET-seedN)")
     run.add_argument("--config", default=None, help="YAML file overriding preset keys")
@@ -48,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_executor_flags(resume)
     plot = sub.add_parser("plot", help="(re)draw convergence.png from a run directory")
     plot.add_argument("rundir", help="a run directory written by `sgem run`")
+    ops = sub.add_parser(
+        "ops",
+        help="operation-effect table (paper Table ts_ops) from finished runs' observations",
+    )
+    ops.add_argument("rundirs", nargs="+", help="run directories (pooled by domain name)")
+    ops.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
+    ops.add_argument("--json", default=None, help="also write the table as JSON here")
     return p
 
 
@@ -105,6 +114,20 @@ def main(argv: list[str] | None = None) -> int:
         except (RunDirectoryError, ValueError) as exc:
             return _fail(str(exc))
         print(f"wrote {path}")
+    elif args.command == "ops":
+        import json
+
+        from .analysis import format_op_table, load_run, op_effects
+
+        try:
+            runs = [load_run(d) for d in args.rundirs]
+            table = op_effects(runs, n_bootstrap=args.bootstrap)
+        except ValueError as exc:
+            return _fail(str(exc))
+        print(format_op_table(table))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(table, f, indent=1)
     return 0
 
 

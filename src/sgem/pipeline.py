@@ -1,7 +1,14 @@
 """One run end to end: task -> SGEM search -> final MoE -> result.json and plots.
 
 A run is fully described by its `run` config (task, space, search, seed); the same config
-and seed on CPU give the same result.
+and seed on CPU give the same result. Presets (`PRESETS`):
+
+* `toy`: the 2-D toy mixture (tabular space, classification);
+* `ts-offline`: the four-domain forecasting mixture on the offline stand-ins in the shared
+  data directory, sized for 2 CPU cores (one run plus the final MoE in a few minutes);
+* `ts-paper`: the paper's forecasting benchmark on the real Monash files (read by name from
+  `task.directory`, or `$SGEM_MONASH_DIR`): 40,000 windows, L = 96, H = 24, M = 30, K = 4,
+  final retrain 50 epochs; meant for a GPU (`device: auto`).
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,14 +26,18 @@ import torch
 import yaml
 
 from .data.task import ClusteredTask
+from .data.timeseries import make_timeseries_task
 from .data.toy import make_toy_task
 from .executors import make_executor
 from .moe.cluster_gated import train_final_moe
 from .rundir import STORE, TRACE, RunDirectory, versions
 from .search.config import SearchConfig
 from .search.sgem import SGEM, SearchResult
+from .space.arch import CellSpace
 from .space.tabular import TABULAR_OPS, TabularSpace
+from .space.timeseries import TIMESERIES_OPS, TimeSeriesSpace
 from .store import ObservationStore
+from .train.trainer import TrainConfig, resolve_device
 
 TOY_PRESET: dict[str, Any] = {
     "task": {
@@ -47,7 +59,75 @@ TOY_PRESET: dict[str, Any] = {
     "torch_threads": 1,
 }
 
-PRESETS = {"toy": TOY_PRESET}
+TS_SPACE: dict[str, Any] = {
+    "kind": "timeseries",
+    "ops": list(TIMESERIES_OPS),
+    "n_nodes": 3,
+    "channels": 16,
+    "ma_kernel": 5,
+    "dilation": 2,
+    "patch_len": 12,
+    "heads": 2,
+    "min_scale": 1e-3,
+}
+
+#: Offline forecasting run sized for 2 CPU cores: 4000 windows, M = 20 (a couple merged
+#: away when a cluster gets no validation window), K = 4, minibatch candidate training
+#: (100 steps of 64 windows), 4 EM iterations with one exploration round: ~105 candidate
+#: trainings. Measured (benchmarks/results/ts_main_offline.json): search + final MoE took
+#: 504-615 s per seed on one torch thread, on 2 cores shared with two other heavy jobs.
+TS_OFFLINE_PRESET: dict[str, Any] = {
+    "task": {
+        "name": "timeseries",
+        "source": "offline",
+        "directory": None,
+        "domains": None,
+        "n_windows": 4000,
+        "n_clusters": 20,
+        "context": 96,
+        "horizon": 24,
+        "split": [0.7, 0.15, 0.15],
+        "floor_fraction": 0.2,
+    },
+    "space": copy.deepcopy(TS_SPACE),
+    "search": SearchConfig(
+        n_experts=4,
+        n_iterations=4,
+        n_init=16,
+        pool_size=100,
+        mc_masks=8,
+        routing_steps=30,
+        acquisitions_per_expert=1,
+        explore_every=4,
+        refit_budget=4,
+        final_candidates=2,
+        finalist_budget=1,
+        final_steps=500,
+        train=TrainConfig(steps=100, lr=3e-3, batch_size=64),
+    ).to_dict(),
+    "final_epochs": None,
+    "crps_samples": 100,
+    "device": "cpu",
+    "torch_threads": 1,
+}
+
+#: The paper's forecasting benchmark (Section "Time-Series Forecasting over a Multi-Domain
+#: Mixture"): real Monash files, 40,000 windows, M = 30, K = 4, final retrain 50 epochs.
+TS_PAPER_PRESET: dict[str, Any] = copy.deepcopy(TS_OFFLINE_PRESET)
+TS_PAPER_PRESET["task"].update(source="monash", n_windows=40_000, n_clusters=30)
+TS_PAPER_PRESET["search"] = SearchConfig(
+    n_experts=4,
+    n_iterations=20,
+    n_init=60,
+    pool_size=200,
+    final_steps=2000,
+    train=TrainConfig(steps=1000, lr=1e-3, batch_size=256),
+).to_dict()
+TS_PAPER_PRESET["final_epochs"] = 50
+TS_PAPER_PRESET["device"] = "auto"
+TS_PAPER_PRESET["torch_threads"] = 4
+
+PRESETS = {"toy": TOY_PRESET, "ts-offline": TS_OFFLINE_PRESET, "ts-paper": TS_PAPER_PRESET}
 
 
 def preset(name: str) -> dict[str, Any]:
@@ -80,20 +160,46 @@ def load_config(name: str, config_file: str | Path | None = None) -> dict[str, A
 
 
 def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
+    """The `ClusteredTask` of a run config's `task` section (name "toy" or "timeseries")."""
     params = dict(cfg)
     name = params.pop("name")
     if name == "toy":
         return make_toy_task(seed=seed, **params)
-    raise ValueError(f"unknown task {name!r}; available: ['toy']")
+    if name == "timeseries":
+        source = params.pop("source")
+        directory = params.pop("directory")
+        domains = params.pop("domains")
+        if source == "offline":
+            return make_timeseries_task(
+                directory, offline=True, names=domains, seed=seed, name="timeseries", **params
+            )
+        if source == "monash":
+            directory = directory or os.environ.get("SGEM_MONASH_DIR")
+            if not directory:
+                raise ValueError(
+                    "the Monash time-series task needs the directory holding the .tsf files: "
+                    "set task.directory in a --config YAML file, or $SGEM_MONASH_DIR"
+                )
+            return make_timeseries_task(
+                directory, names=domains, seed=seed, name="timeseries", **params
+            )
+        raise ValueError(
+            f"unknown time-series source {source!r}; expected 'offline' (the shared stand-ins) "
+            "or 'monash' (the real files in task.directory)"
+        )
+    raise ValueError(f"unknown task {name!r}; available: ['timeseries', 'toy']")
 
 
-def build_space(cfg: dict) -> TabularSpace:
+def build_space(cfg: dict) -> CellSpace:
+    """The search space of a run config's `space` section (kind "tabular" or "timeseries")."""
     params = dict(cfg)
     kind = params.pop("kind")
-    if kind != "tabular":
-        raise ValueError(f"unknown space kind {kind!r}; available: ['tabular']")
     ops = params.pop("ops")
-    return TabularSpace(op_names=ops, **params)
+    if kind == "tabular":
+        return TabularSpace(op_names=ops, **params)
+    if kind == "timeseries":
+        return TimeSeriesSpace(op_names=ops, **params)
+    raise ValueError(f"unknown space kind {kind!r}; available: ['tabular', 'timeseries']")
 
 
 def config_fingerprint(run_cfg: dict) -> str:
@@ -170,7 +276,8 @@ def _execute(
         elif event == "restored":
             rundir.rewrite_trace(payload["trace"])
 
-    search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener)
+    device = str(resolve_device(run_cfg.get("device", "cpu")))
+    search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener, device=device)
     try:
         # in-process executors are built by the search from its own trainer
         executor = (
@@ -193,6 +300,12 @@ def _execute(
                 executor.close()
     finally:
         store.close()
+    final_kwargs = {}
+    if task.loss == "student_t":
+        final_kwargs = {
+            "epochs": run_cfg.get("final_epochs"),
+            "crps_samples": int(run_cfg.get("crps_samples", 100)),
+        }
     _, report = train_final_moe(
         task,
         search.trainer_,
@@ -200,6 +313,7 @@ def _execute(
         found.architectures,
         steps=search_cfg.final_steps,
         seed=seed,
+        **final_kwargs,
     )
     result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume
@@ -244,6 +358,21 @@ def _result_json(
         "mean_cluster_purity": task.meta.get("mean_purity"),
         "cluster_sizes": task.cluster_sizes.tolist(),
         "versions": versions(),
+    } | (_forecast_json(task, moe) if task.loss == "student_t" else {})
+
+
+def _forecast_json(task: ClusteredTask, moe: dict) -> dict:
+    """The forecasting scores (student_t tasks only, so other result.json stay as they were)."""
+    names = task.meta.get("domain_names")
+    per_domain = {(names[int(d)] if names else d): v for d, v in moe["per_domain_test_nll"].items()}
+    return {
+        "test_crps": moe["test_crps"],
+        "test_crps_closed_form": moe["test_crps_closed_form"],
+        "per_domain_test_nll": per_domain,
+        "final_steps_per_expert": moe["steps"],
+        "domain_names": names,
+        "n_clusters": task.n_clusters,
+        "n_windows": {s: len(getattr(task, s)) for s in ("train", "val", "test")},
     }
 
 
@@ -261,10 +390,20 @@ def summarise(result: dict) -> str:
     if result.get("test_accuracy") is not None:
         lines.append(f"  MoE test accuracy: {result['test_accuracy']:.4f}")
     lines.append(f"  MoE test NLL: {result['test_nll']:.4f}")
+    if result.get("test_crps") is not None:
+        lines.append(f"  MoE test CRPS: {result['test_crps']:.4f} (sample-based)")
     lines.append(
         f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
     )
     return "\n".join(lines)
 
 
-__all__ = ["PRESETS", "load_config", "resume_experiment", "run_experiment", "summarise"]
+__all__ = [
+    "PRESETS",
+    "build_space",
+    "build_task_from_config",
+    "load_config",
+    "resume_experiment",
+    "run_experiment",
+    "summarise",
+]

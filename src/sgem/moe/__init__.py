@@ -1,5 +1,25 @@
 """The final Mixture-of-Experts built from a search result."""
 
-from .cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
+from .cluster_gated import (
+    ClusterGatedMoE,
+    MoEReport,
+    evaluate_forecasts,
+    steps_for_epochs,
+    train_final_moe,
+)
+from .learnable_gate import (
+    GatedMoEReport,
+    LearnableGatedMoE,
+    train_learnable_gate_moe,
+)
 
-__all__ = ["ClusterGatedMoE", "MoEReport", "train_final_moe"]
+__all__ = [
+    "ClusterGatedMoE",
+    "GatedMoEReport",
+    "LearnableGatedMoE",
+    "MoEReport",
+    "evaluate_forecasts",
+    "steps_for_epochs",
+    "train_final_moe",
+    "train_learnable_gate_moe",
+]

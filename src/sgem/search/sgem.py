@@ -548,18 +548,19 @@ class SGEM:
     def _visited_partitions(
         self, trace: list[dict], final_assignment: np.ndarray
     ) -> list[tuple[int, tuple[int, ...]]]:
-        """Distinct partitions the run visited (each iteration's hard routing and every
-        evaluated jump proposal), with the iteration each was first seen at."""
+        """Distinct groupings the run visited (each iteration's hard routing and every
+        evaluated jump proposal), with the iteration each was first seen at. Partitions that
+        differ only by a relabelling of the experts are one grouping (`canonical_partition`)."""
         out: list[tuple[int, tuple[int, ...]]] = []
-        seen: set[tuple[int, ...]] = set()
+        seen = {canonical_partition(final_assignment)}
         for row in trace:
             for partition in (row["routing"], (row.get("jump") or {}).get("proposal")):
-                if partition is not None and tuple(partition) not in seen:
-                    seen.add(tuple(partition))
-                    out.append((row["iteration"], tuple(partition)))
-        final = tuple(final_assignment.tolist())
-        if final not in seen:
-            out.append((self.config.n_iterations, final))
+                if partition is None:
+                    continue
+                key = canonical_partition(partition)
+                if key not in seen:
+                    seen.add(key)
+                    out.append((row["iteration"], tuple(int(v) for v in partition)))
         return out
 
     def _screening_value(self, assignment: np.ndarray, sizes: np.ndarray) -> float | None:
@@ -603,9 +604,9 @@ class SGEM:
         visited = self._visited_partitions(trace, final_assignment)
         final_key = tuple(final_assignment.tolist())
         screened = []
-        for iteration, partition in visited:
+        for iteration, partition in visited:  # the final iterate's grouping is not among them
             value = self._screening_value(np.array(partition), sizes)
-            if partition != final_key and value is not None:
+            if value is not None:
                 screened.append((value, iteration, partition))
         screened.sort(key=lambda v: -v[0])
         finalists = [(None, cfg.n_iterations, final_key)] + [
@@ -677,4 +678,11 @@ class SGEM:
         return chosen, final, losses, selection
 
 
-__all__ = ["SGEM", "SearchResult"]
+def canonical_partition(partition: Sequence[int] | np.ndarray) -> tuple[int, ...]:
+    """Expert labels renumbered by first appearance: equal for partitions that group the
+    clusters identically (e.g. [1, 1, 0] and [0, 0, 1] both give (0, 0, 1))."""
+    labels: dict[int, int] = {}
+    return tuple(labels.setdefault(int(v), len(labels)) for v in partition)
+
+
+__all__ = ["SGEM", "SearchResult", "canonical_partition"]

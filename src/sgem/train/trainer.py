@@ -2,11 +2,22 @@
 
 One training run yields the whole M-vector from a single pass over the validation set,
 including clusters outside the mask (the out-of-region evidence the routing search needs).
+
+One loop serves every modality. The defaults (full-batch Adam for a fixed number of steps)
+suit the small tabular tasks; image CNNs set `epochs` (shuffled minibatch epochs), SGD with
+Nesterov momentum, a cosine schedule and gradient clipping (the paper's protocol), and a
+validation batch size so a large validation set is scored in chunks. The optimiser, the
+schedule and the mixed-precision context are small public helpers, so other loops (the
+learnable-gate MoE, the DARTS supernet) train exactly the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import math
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,19 +28,63 @@ from ..data.task import ClusteredTask
 from ..space.arch import Arch
 from .losses import bucket_by_cluster, per_sample_nll
 
+OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("constant", "cosine")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How a candidate is trained. Full-batch Adam suits the small tabular tasks."""
+    """How a candidate is trained. Full-batch Adam suits the small tabular tasks.
+
+    `steps` counts optimiser steps; when `epochs` is set it wins and training makes
+    `epochs` shuffled passes over the data in minibatches of `batch_size` (128 if None).
+    The paper's image protocol is
+    ``TrainConfig(epochs=100, batch_size=128, optimizer="sgd", lr=0.05, momentum=0.9,
+    nesterov=True, weight_decay=3e-4, schedule="cosine", grad_clip=5.0)``.
+    `eval_batch_size` splits the validation pass into chunks (None: one pass). `amp` and
+    `channels_last` only act on a CUDA device (bfloat16 autocast for classification;
+    channels-last memory for 4-D image inputs).
+    """
 
     steps: int = 150
     lr: float = 0.03
     weight_decay: float = 0.0
-    batch_size: int | None = None  # None: full batch
+    batch_size: int | None = None  # None: full batch (steps) / 128 (epochs)
+    epochs: int | None = None
+    optimizer: str = "adam"
+    momentum: float = 0.9
+    nesterov: bool = True
+    schedule: str = "constant"
+    grad_clip: float | None = None
+    eval_batch_size: int | None = None
+    amp: bool = True
+    channels_last: bool = True
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.lr <= 0:
             raise ValueError(f"need steps >= 1 and lr > 0, got {self}")
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1 or None (use steps), got {self.epochs}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
+        for name in ("batch_size", "eval_batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError(f"grad_clip must be > 0 or None (no clipping), got {self.grad_clip}")
+        if self.weight_decay < 0 or not 0 <= self.momentum < 1:
+            raise ValueError(
+                f"need weight_decay >= 0 and 0 <= momentum < 1, got {self.weight_decay}, "
+                f"{self.momentum}"
+            )
+
+    @property
+    def minibatch(self) -> int:
+        """The training batch size in epoch mode."""
+        return self.batch_size or 128
 
 
 @dataclass(frozen=True)
@@ -38,8 +93,73 @@ class TrainOutcome:
     seconds: float
 
 
+# -- shared pieces of every training loop ------------------------------------------------------
+def resolve_device(device: str | torch.device = "cpu") -> torch.device:
+    """ "auto" -> the first CUDA GPU when one is present, else the CPU."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(
+            params,
+            lr=cfg.lr,
+            momentum=cfg.momentum,
+            nesterov=cfg.nesterov and cfg.momentum > 0,
+            weight_decay=cfg.weight_decay,
+            foreach=True,
+        )
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+
+
+def schedule_lr(opt: torch.optim.Optimizer, cfg: TrainConfig, step: int, total: int) -> None:
+    """Set the learning rate for optimiser step `step` of `total` (cosine: lr -> 0)."""
+    if cfg.schedule == "constant":
+        return
+    lr = 0.5 * cfg.lr * (1.0 + math.cos(math.pi * step / max(total, 1)))
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def autocast(
+    device: torch.device, cfg: TrainConfig, loss: str
+) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast on CUDA for classification (no loss scaler needed); else nothing.
+
+    The Student-t NLL (log-gamma, small scales) stays in float32: that is not safe in bf16.
+    """
+    if cfg.amp and device.type == "cuda" and loss == "cross_entropy":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def clip_and_step(
+    params: Iterable[nn.Parameter], opt: torch.optim.Optimizer, cfg: TrainConfig
+) -> None:
+    """Clip the gradient norm of `params` (when the config says so), then step."""
+    if cfg.grad_clip is not None:
+        nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)
+    opt.step()
+
+
+def epoch_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Index batches of one shuffled pass; a last batch of one sample is dropped (BatchNorm
+    cannot normalise a single sample)."""
+    perm = torch.randperm(n, generator=generator)
+    for start in range(0, n, batch_size):
+        idx = perm[start : start + batch_size]
+        if len(idx) == 1 and batch_size > 1 and n > 1:
+            continue
+        yield idx
+
+
 class Trainer:
-    """Holds the task's tensors once; trains candidates on masks of clusters."""
+    """Holds the task's tensors once; trains candidates on masks of clusters.
+
+    `device` may be "auto" (a CUDA GPU when present, else the CPU).
+    """
 
     def __init__(
         self, task: ClusteredTask, space, config: TrainConfig | None = None, device: str = "cpu"
@@ -47,7 +167,7 @@ class Trainer:
         self.task = task
         self.space = space
         self.config = config or TrainConfig()
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         tr, va = task.train, task.val
         self.x_train = torch.as_tensor(tr.x, dtype=torch.float32, device=self.device)
         self.y_train = torch.as_tensor(tr.y, device=self.device)
@@ -59,14 +179,33 @@ class Trainer:
         self.x_mean = flat.mean(0)
         # one scale for all features: distances (and so radial ops) keep their geometry
         self.x_std = np.full(flat.shape[1], float(flat.std(0).mean()) + 1e-6, dtype=np.float32)
-        self.n_out = task.n_classes if task.loss == "cross_entropy" else 3
         if hasattr(space, "output_size"):  # a space that knows it decides (3 * horizon)
-            self.n_out = space.output_size(task)
+            self.n_out = int(space.output_size(task))
+        elif task.loss == "cross_entropy":
+            self.n_out = int(task.n_classes)
+        else:
+            raise ValueError(
+                f"cannot tell the network's output size for loss {task.loss!r}: the space "
+                f"{type(space).__name__} has no output_size(task) method. Give the space an "
+                "output_size(task) (e.g. TimeSeriesSpace returns 3 * horizon)."
+            )
+
+    @property
+    def uses_channels_last(self) -> bool:
+        """Channels-last memory (faster convolutions on GPUs) for image batches on CUDA."""
+        return self.config.channels_last and self.device.type == "cuda" and self.x_train.ndim == 4
+
+    def to_model_layout(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` in the memory layout the models were built in (see `uses_channels_last`)."""
+        return x.contiguous(memory_format=torch.channels_last) if self.uses_channels_last else x
 
     def build(self, arch: Arch) -> nn.Module:
-        return self.space.build(
+        model = self.space.build(
             arch, int(np.prod(self.task.input_shape)), self.n_out, self.x_mean, self.x_std
         ).to(self.device)
+        if self.uses_channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        return model
 
     def fit(
         self,
@@ -75,39 +214,95 @@ class Trainer:
         y: torch.Tensor,
         seed: int,
         steps: int | None = None,
+        epochs: int | None = None,
     ) -> nn.Module:
-        """Train a fresh network for `arch` on (x, y) with a deterministic seed."""
+        """Train a fresh network for `arch` on (x, y) with a deterministic seed.
+
+        Step mode (the config has no `epochs` and none is passed): `steps` (default
+        `config.steps`) minibatches drawn with replacement, or full batches. Epoch mode:
+        shuffled passes in minibatches of `config.minibatch`, for `epochs` passes (default
+        `config.epochs`) or, when `steps` is given, for exactly that many optimiser steps
+        (what `train_final_moe(epochs=...)` asks for per expert).
+        """
         if len(x) == 0:
             raise ValueError("cannot train on an empty set of samples")
-        cfg = self.config
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
         model = self.build(arch)
         if hasattr(model, "data_init"):
             model.data_init(x, gen)
-        opt = torch.optim.Adam(
-            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
-        )
+        return self.optimise(model, x, y, gen, steps=steps, epochs=epochs)
+
+    def optimise(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        generator: torch.Generator,
+        steps: int | None = None,
+        epochs: int | None = None,
+    ) -> nn.Module:
+        """The training loop shared by every model trained here (experts, gated MoEs):
+        minimise the task's mean per-sample NLL of `model(x)` with the config's optimiser,
+        schedule, clipping and mixed precision. Batches are drawn from `generator`."""
+        if len(x) == 0:
+            raise ValueError("cannot train on an empty set of samples")
+        cfg = self.config
+        opt = make_optimizer(model.parameters(), cfg)
         model.train()
         n = len(x)
-        bs = cfg.batch_size or n
-        for _ in range(steps or cfg.steps):
-            if bs >= n:
-                xb, yb = x, y
+        batches: Iterator[torch.Tensor | None]
+        if epochs is None and cfg.epochs is None:
+            total = steps or cfg.steps
+            batches = self._step_batches(n, total, generator)
+        else:
+            if steps is not None:
+                total = steps
             else:
-                idx = torch.randint(n, (bs,), generator=gen)
-                xb, yb = x[idx], y[idx]
-            loss = per_sample_nll(model(xb), yb, self.task.loss).mean()
+                total = (epochs or cfg.epochs or 1) * _batches_per_epoch(n, cfg.minibatch)
+            batches = itertools.islice(self._shuffled_batches(n, generator), total)
+        amp = autocast(self.device, cfg, self.task.loss)
+        for step, idx in enumerate(batches):
+            xb, yb = (x, y) if idx is None else (x[idx.to(x.device)], y[idx.to(x.device)])
+            schedule_lr(opt, cfg, step, total)
+            with amp:
+                out = model(self.to_model_layout(xb))
+            loss = per_sample_nll(out.float(), yb, self.task.loss).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            opt.step()
+            clip_and_step(model.parameters(), opt, cfg)
         model.eval()
         return model
+
+    def _step_batches(
+        self, n: int, steps: int, gen: torch.Generator
+    ) -> Iterator[torch.Tensor | None]:
+        bs = self.config.batch_size or n
+        for _ in range(steps):
+            yield None if bs >= n else torch.randint(n, (bs,), generator=gen)
+
+    def _shuffled_batches(self, n: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
+        while True:
+            yield from epoch_batches(n, self.config.minibatch, gen)
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """The model's float32 outputs on `x`, in chunks of `eval_batch_size` (None: one)."""
+        bs = self.config.eval_batch_size or max(len(x), 1)
+        amp = autocast(self.device, self.config, self.task.loss)
+        outs = []
+        for start in range(0, len(x), bs):
+            with amp:
+                outs.append(model(self.to_model_layout(x[start : start + bs])).float())
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
 
     @torch.no_grad()
     def cluster_losses(self, model: nn.Module) -> np.ndarray:
         """Mean validation NLL per cluster: one forward pass, losses bucketed by cluster."""
-        nll = per_sample_nll(model(self.x_val), self.y_val, self.task.loss)
+        if self.config.eval_batch_size is None:
+            nll = per_sample_nll(model(self.x_val), self.y_val, self.task.loss)
+        else:
+            nll = per_sample_nll(self.predict(model, self.x_val), self.y_val, self.task.loss)
         return bucket_by_cluster(nll, self.c_val, self.task.n_clusters).double().cpu().numpy()
 
     def train(self, arch: Arch, mask: np.ndarray, seed: int) -> TrainOutcome:
@@ -122,3 +317,8 @@ class Trainer:
         model = self.fit(arch, self.x_train[sel], self.y_train[sel], seed)
         losses = self.cluster_losses(model)
         return TrainOutcome(losses, time.perf_counter() - start)
+
+
+def _batches_per_epoch(n: int, batch_size: int) -> int:
+    full, rest = divmod(n, batch_size)
+    return full + (1 if rest > 1 or (rest == 1 and n == 1) else 0)

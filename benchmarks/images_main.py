@@ -1,0 +1,436 @@
+"""Table cifar_main: SGEM against the image baselines on a two-source image mixture.
+
+Per seed: one task (mixture draw, split and clustering depend on the seed), then SGEM
+(search + cluster-gated final MoE) and the baselines under one protocol
+(`sgem.baselines.BaselineSetup`: the same candidate training, the same final retraining on
+train + validation, test once): Random-MoE, DARTS x K, the DARTS oracle MoE (uses source
+labels) and, with --decomposition, the decomposition ablation (Table decomp). For every
+method the same experts are also trained under a learnable gate (`sgem.moe.learnable_gate`)
+unless --no-learnable-gate. Reports cluster-gate test accuracy mean +- std over seeds,
+source recovery (Hungarian agreement of the routing with the majority-source partition),
+learnable-gate accuracy and wall clock; JSON + markdown to
+benchmarks/results/images_main_<tag>.{json,md} after every method (--resume skips what is
+saved), and the cluster-representatives figure of each SGEM run.
+
+Scales (configs/images-<scale>.yaml; the JSON records the effective configuration):
+  smoke    a few minutes on 2 CPU cores: 600 images, 16 x 16, M = 8 (a wiring check)
+  offline  CIFAR-10 subset + MNIST from the shared data directory, downsampled to 16 x 16,
+           small cells and budgets sized for a shared 2-core CPU
+  paper    CIFAR-100 + SVHN (--data-dir with cifar-100-python/ and train_32x32.mat),
+           42,000 images, M = 30, K = 2, init_channels 16, final retrain 100 epochs SGD
+           lr 0.05 / momentum 0.9 / Nesterov / wd 3e-4 / cosine / batch 128 / clip 5;
+           for a GPU (device auto)
+
+    python benchmarks/images_main.py --scale smoke --seeds 0
+    python benchmarks/images_main.py --scale offline --seeds 0 1 2
+    python benchmarks/images_main.py --scale paper --data-dir ~/data --seeds 0 1 2 3 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+
+from sgem.baselines import BaselineSetup, get_baseline
+from sgem.baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
+from sgem.baselines.decomposition import decomposition_settings
+from sgem.data.images import (
+    OFFLINE_IMAGE_DIR,
+    build_image_mixture,
+    load_source,
+    make_image_task,
+    make_offline_mixture_task,
+)
+from sgem.data.task import ClusteredTask, Split
+from sgem.metrics import partition_match
+from sgem.moe.cluster_gated import steps_for_epochs, train_final_moe
+from sgem.moe.learnable_gate import train_learnable_gate_moe
+from sgem.report_images import plot_cluster_representatives
+from sgem.search.config import SearchConfig
+from sgem.search.sgem import SGEM
+from sgem.space import Arch, DartsSpace
+from sgem.train import TrainConfig, Trainer, resolve_device
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+METHODS = ["random_moe", "darts_x_k", "sgem", "darts_oracle"]
+LABELS = {
+    "random_moe": "Random-MoE",
+    "darts_x_k": "DARTS×K (same arch)",
+    "sgem": "**SGEM (ours)**",
+    "darts_oracle": "DARTS oracle MoE *(uses source labels)*",
+    "decomp_random_split_full_arch": "(i) random split, full-mix arch",
+    "decomp_oracle_split_full_arch": "(i)/(ii) oracle split, full-mix arch",
+    "decomp_oracle_split_source0_arch": "(ii) oracle split, source-0 arch",
+    "decomp_oracle_split_source1_arch": "(ii) oracle split, source-1 arch",
+}
+
+
+# -- configuration ------------------------------------------------------------------------
+def load_scale(scale: str) -> dict:
+    path = CONFIGS / f"images-{scale}.yaml"
+    if not path.exists():
+        raise SystemExit(f"no configuration for scale {scale!r}: {path} is missing")
+    return yaml.safe_load(path.read_text())
+
+
+def search_config(cfg: dict) -> SearchConfig:
+    return SearchConfig.from_dict(copy.deepcopy(cfg["search"]))
+
+
+def darts_config(cfg: dict, train: TrainConfig) -> DartsConfig:
+    d = dict(cfg["darts"])
+    weights = dataclasses.replace(
+        train,
+        epochs=int(d.pop("epochs")),
+        batch_size=int(d.pop("batch_size", train.minibatch)),
+        lr=float(d.pop("lr", 0.025)),
+        nesterov=False,
+    )
+    return DartsConfig(weights=weights, **d)
+
+
+def build_space(cfg: dict) -> DartsSpace:
+    params = dict(cfg["space"])
+    if params.pop("kind") != "darts":
+        raise SystemExit("images_main.py runs the DARTS image space (space.kind: darts)")
+    return DartsSpace(op_names=params.pop("ops"), **params)
+
+
+# -- the task -------------------------------------------------------------------------------
+def downsample(task: ClusteredTask, size: int | None) -> ClusteredTask:
+    """The same task (clusters, splits) with images average-pooled to size x size.
+
+    Clustering ran on the full-resolution embeddings; only what the networks see shrinks
+    (what makes the offline scale affordable on a CPU)."""
+    h = task.input_shape[-1]
+    if size is None or size == h:
+        return task
+    if h % size:
+        raise SystemExit(f"image_size {size} must divide the image side {h}")
+
+    def pool(split: Split) -> Split:
+        x = F.avg_pool2d(torch.from_numpy(split.x), h // size).numpy()
+        return Split(np.ascontiguousarray(x), split.y, split.cluster, split.source)
+
+    return dataclasses.replace(
+        task, train=pool(task.train), val=pool(task.val), test=pool(task.test)
+    )
+
+
+def build_image_task(tcfg: dict, seed: int) -> ClusteredTask:
+    """The full-resolution task of a config's `task` section."""
+    source = tcfg["source"]
+    common = {
+        "n_clusters": int(tcfg["n_clusters"]),
+        "seed": seed,
+        "embeddings": tcfg.get("embeddings", "default"),
+        "split": tuple(tcfg.get("split", (0.7, 0.15, 0.15))),
+    }
+    if source == "offline":
+        return make_offline_mixture_task(
+            tcfg.get("directory") or OFFLINE_IMAGE_DIR,
+            n_per_source=int(tcfg["n_per_source"]),
+            **common,
+        )
+    if source == "cifar100+svhn":
+        directory = tcfg.get("directory")
+        if not directory:
+            raise SystemExit(
+                "the paper scale reads CIFAR-100 (cifar-100-python/) and SVHN "
+                "(train_32x32.mat) from --data-dir"
+            )
+        cifar = load_source("cifar100", directory)
+        svhn = load_source("svhn", directory)
+        n = int(tcfg["n_per_source"])
+        mix = build_image_mixture(
+            [(*cifar, 100), (*svhn, 10)],
+            counts=[n, n],
+            seed=seed,
+            size=(32, 32),
+            channels=3,
+            names=("cifar100", "svhn"),
+        )
+        return make_image_task(
+            mix.x,
+            mix.y,
+            mix.source,
+            n_classes=mix.n_classes,
+            name="cifar100+svhn",
+            source_names=mix.names,
+            **common,
+        )
+    raise SystemExit(f"unknown task source {source!r}; expected 'offline' or 'cifar100+svhn'")
+
+
+# -- methods --------------------------------------------------------------------------------
+def arch_from_key(key: str) -> Arch:
+    ops, inputs = zip(*(part.split("<") for part in key.split("|")), strict=True)
+    return Arch(tuple(ops), tuple(int(i) for i in inputs))
+
+
+def run_sgem(task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int) -> dict:
+    start = time.perf_counter()
+    scfg = search_config(cfg)
+    search = SGEM(setup.space, scfg, seed=seed, progress=False, device=setup.device)
+    found = search.fit(task)
+    _, report = train_final_moe(
+        task,
+        search.trainer_,
+        found.assignment,
+        found.architectures,
+        steps=setup.final_steps,
+        seed=seed,
+        epochs=setup.final_epochs,
+    )
+    return {
+        "method": "sgem",
+        "test_accuracy": report.test_accuracy,
+        "test_nll": report.test_nll,
+        "per_expert_test_accuracy": report.per_expert_test_accuracy,
+        "assignment": found.assignment.tolist(),
+        "oracle_match": partition_match(found.assignment, task.oracle_partition),
+        "architectures": [a.key for a in found.architectures],
+        "n_trained": found.n_trained,
+        "uses_domain_labels": False,
+        "search_seconds": round(found.seconds, 3),
+        "final_seconds": round(report.seconds, 3),
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+
+
+def run_method(method: str, task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int):
+    if method == "sgem":
+        return run_sgem(task, cfg, setup, seed)
+    dcfg = darts_config(cfg, setup.train)
+    if method == "darts_x_k":
+        return DartsXK(dcfg).fit_evaluate(task, setup, seed)
+    if method == "darts_oracle":
+        return DartsOracleMoE(dcfg).fit_evaluate(task, setup, seed)
+    if method.startswith("decomp_"):
+        for row in decomposition_settings(task, dcfg):
+            if row.name == method:
+                return row.fit_evaluate(task, setup, seed)
+        raise SystemExit(f"unknown decomposition setting {method!r}")
+    return get_baseline(method).fit_evaluate(task, setup, seed)
+
+
+def learnable_gate(task: ClusteredTask, setup: BaselineSetup, row: dict, seed: int) -> dict:
+    """The method's experts (its architectures) retrained jointly under a learnable gate."""
+    trainer = Trainer(task, setup.space, setup.train, device=setup.device)
+    n = len(task.train) + len(task.val)
+    steps = (
+        setup.final_steps
+        if setup.final_epochs is None
+        else steps_for_epochs(n, setup.final_epochs, setup.train.minibatch)
+    )
+    archs = [arch_from_key(k) for k in row["architectures"]]
+    _, report = train_learnable_gate_moe(task, trainer, archs, seed=seed, steps=steps)
+    return report.to_json()
+
+
+# -- summary --------------------------------------------------------------------------------
+def _stats(values: list[float]) -> dict | None:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
+
+
+def summarise(rows: list[dict]) -> dict:
+    out: dict[str, dict] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        lg = [r.get("learnable_gate") or {} for r in mine]
+        out[method] = {
+            "seeds": [r["seed"] for r in mine],
+            "test_accuracy": _stats([r["test_accuracy"] for r in mine]),
+            "oracle_match": _stats([r.get("oracle_match") for r in mine]),
+            "learnable_gate_accuracy": _stats([g.get("test_accuracy") for g in lg]),
+            "seconds": _stats([r["seconds"] for r in mine]),
+            "learnable_gate_seconds": _stats([g.get("seconds") for g in lg]),
+        }
+    return out
+
+
+def markdown(summary: dict, meta: dict) -> str:
+    def fmt(entry: dict, key: str, digits: int = 4) -> str:
+        v = entry.get(key)
+        return "n/a" if v is None else f"{v['mean']:.{digits}f} ± {v['std']:.{digits}f}"
+
+    def pct(entry: dict, key: str) -> str:
+        v = entry.get(key)
+        return "n/a" if v is None else f"{100 * v['mean']:.0f}% ± {100 * v['std']:.0f}%"
+
+    lines = [
+        f"# Table cifar_main ({meta['scale']} scale, seeds {meta['seeds']})",
+        "",
+        f"Task: {meta['task_summary']}",
+        "",
+        f"Device: {meta['device']}, torch threads {meta['torch_threads']}; total wall clock "
+        f"{meta['wall_seconds']:.0f} s.",
+        "",
+        "| method | test acc. (cluster gate) | source recovery | test acc. (learnable gate) "
+        "| wall clock (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for method, e in summary.items():
+        secs = e["seconds"]["mean"]
+        if e.get("learnable_gate_seconds"):
+            secs_txt = f"{secs:.0f} + {e['learnable_gate_seconds']['mean']:.0f}"
+        else:
+            secs_txt = f"{secs:.0f}"
+        lines.append(
+            f"| {LABELS.get(method, method)} | {fmt(e, 'test_accuracy')} | "
+            f"{pct(e, 'oracle_match')} | {fmt(e, 'learnable_gate_accuracy')} | {secs_txt} |"
+        )
+    lines += [
+        "",
+        "Mean ± std over seeds. Source recovery: Hungarian agreement of the cluster routing "
+        "with the majority-source partition (100% by construction for the oracle rows). "
+        "Wall clock per method and seed: search + cluster-gated final MoE (+ the learnable-"
+        "gate MoE).",
+    ]
+    if any(m.startswith("decomp_") for m in summary):
+        lines += [
+            "",
+            "Decomposition rows (Table decomp): every expert uses one DARTS cell, searched on "
+            "the full mixture or on one source's clusters; '(i) random split' uses the same "
+            "split, cell and seeds as DARTS×K.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--scale", choices=["smoke", "offline", "paper"], default="smoke")
+    p.add_argument("--seeds", type=int, nargs="+", default=None)
+    p.add_argument("--methods", nargs="+", default=None)
+    p.add_argument("--decomposition", action="store_true", help="add the Table decomp rows")
+    p.add_argument("--no-learnable-gate", action="store_true")
+    p.add_argument("--data-dir", default=None, help="CIFAR-100 / SVHN directory (paper)")
+    p.add_argument("--device", default=None, help="cpu, cuda or auto (default: the config's)")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--tag", default=None, help="file name suffix (default: the scale)")
+    p.add_argument("--resume", action="store_true", help="skip (seed, method) already saved")
+    p.add_argument("--out", default="benchmarks/results")
+    args = p.parse_args()
+
+    cfg = load_scale(args.scale)
+    if args.data_dir:
+        cfg["task"]["directory"] = args.data_dir
+    if args.device:
+        cfg["device"] = args.device
+    if args.threads:
+        cfg["torch_threads"] = args.threads
+    seeds = args.seeds if args.seeds is not None else cfg["seeds"]
+    methods = list(args.methods or METHODS)
+    if args.decomposition:
+        methods += [m for m in LABELS if m.startswith("decomp_") and m not in methods]
+    torch.set_num_threads(int(cfg.get("torch_threads", 1)))
+    device = str(resolve_device(cfg.get("device", "cpu")))
+    tag = args.tag or args.scale
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / f"images_main_{tag}.json", out_dir / f"images_main_{tag}.md"
+    rows: list[dict] = []
+    if args.resume and json_path.exists():
+        rows = json.loads(json_path.read_text())["rows"]
+    done = {(r["seed"], r["method"]) for r in rows}
+    space = build_space(cfg)
+    scfg = search_config(cfg)
+    task_summary = ""
+    t_start = time.perf_counter()
+
+    def save() -> dict:
+        summary = summarise(rows)
+        meta = {
+            "scale": args.scale,
+            "tag": tag,
+            "seeds": seeds,
+            "methods": methods,
+            "config": cfg,
+            "device": device,
+            "torch_threads": torch.get_num_threads(),
+            "task_summary": task_summary,
+            "wall_seconds": round(time.perf_counter() - t_start, 1),
+            "machine": {
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+            },
+        }
+        json_path.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
+        md_path.write_text(markdown(summary, meta))
+        return summary
+
+    for seed in seeds:
+        t0 = time.perf_counter()
+        full = build_image_task(cfg["task"], seed)
+        task = downsample(full, cfg["task"].get("image_size"))
+        oracle = np.asarray(task.oracle_partition)
+        per_source = np.bincount(oracle, minlength=2).tolist()
+        task_summary = (
+            f"{task.summary()}; images {task.input_shape}; mean purity "
+            f"{task.meta['mean_purity']:.3f}; majority-source clusters {per_source}; "
+            f"K = {scfg.n_experts}"
+        )
+        print(f"seed {seed}: {task_summary} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        setup = BaselineSetup(
+            space=space,
+            train=scfg.train,
+            n_experts=scfg.n_experts,
+            budget=int(cfg["baseline_budget"]),
+            final_steps=scfg.final_steps,
+            final_epochs=cfg.get("final_epochs"),
+            device=device,
+        )
+        for method in methods:
+            if (seed, method) in done:
+                continue
+            t0 = time.perf_counter()
+            row = run_method(method, task, cfg, setup, seed)
+            row["seed"] = seed
+            if not args.no_learnable_gate and method in cfg.get("learnable_gate", METHODS):
+                row["learnable_gate"] = learnable_gate(task, setup, row, seed)
+            rows.append(row)
+            save()
+            lg = (row.get("learnable_gate") or {}).get("test_accuracy")
+            print(
+                f"  {method:34s} acc {row['test_accuracy']:.4f}  recovery "
+                f"{row.get('oracle_match')}  learnable gate {lg}  "
+                f"{time.perf_counter() - t0:.0f} s",
+                flush=True,
+            )
+            if method == "sgem":
+                plot_cluster_representatives(
+                    full,
+                    np.asarray(row["assignment"]),
+                    out_dir / f"images_reps_{tag}_seed{seed}.png",
+                    clusters=range(min(15, task.n_clusters)),
+                    expert_names=[f"E{k}" for k in range(scfg.n_experts)],
+                    title=(
+                        f"{task.name}, SGEM routing, seed {seed}, source recovery "
+                        f"{row['oracle_match']:.0%}"
+                    ),
+                )
+    save()
+    print(md_path.read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""What every baseline shares: the interface, the setup, random search and final training.
+
+A baseline is an object with a `name`, a `uses_domain_labels` flag and
+`fit_evaluate(task, setup, seed) -> dict`. The dict always holds `method`, `test_nll`,
+`seconds` and `uses_domain_labels`; forecasting tasks add `test_crps` (sample-based, the
+paper's metric) and `test_crps_closed_form`; classification tasks `test_accuracy`;
+cluster-gated methods their `assignment` (expert per cluster), `oracle_match` (Hungarian
+agreement with the task's oracle partition, when it has one), `architectures` and
+`n_trained` (candidate trainings spent on search).
+
+The search-based baselines are written over (task, space, trainer) only, so any modality
+reuses them; they train candidates with the same `Trainer` and the same content-derived
+seeds as SGEM (`sgem.executors.job_seed`) and all end in `train_final_moe`, the final
+protocol SGEM uses (retrain on train + validation, test once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.task import ClusteredTask
+from ..executors import job_seed
+from ..metrics import partition_match
+from ..moe.cluster_gated import evaluate_forecasts, steps_for_epochs, train_final_moe
+from ..space.arch import Arch, CellSpace
+from ..train.losses import per_sample_nll, region_loss
+from ..train.trainer import TrainConfig, Trainer
+
+
+@dataclass
+class BaselineSetup:
+    """The shared protocol of one benchmark: space, training and search budget.
+
+    Attributes:
+        space: the cell search space (search-based baselines only).
+        train: how candidates are trained during search (and the final batch size / lr).
+        n_experts: K, the experts of every MoE method.
+        budget: candidate trainings a search-based baseline may spend.
+        final_steps: optimiser steps of the final retraining on train + validation, per
+            expert (also the training length of the direct forecasters DLinear and MoLE).
+        final_epochs: if set, the final retraining runs this many epochs per expert instead.
+        crps_samples: samples per forecast for the sample-based CRPS.
+        device: torch device for training.
+        cache: results shared between baselines of one (task, seed), e.g. the best single
+            architecture that Global single, BestArch x K and Geometry routing all use.
+    """
+
+    space: CellSpace | None = None
+    train: TrainConfig = field(default_factory=TrainConfig)
+    n_experts: int = 4
+    budget: int = 24
+    final_steps: int = 600
+    final_epochs: float | None = None
+    crps_samples: int = 100
+    device: str = "cpu"
+    cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.n_experts < 1 or self.budget < 1 or self.final_steps < 1:
+            raise ValueError(
+                f"need n_experts, budget and final_steps >= 1, got {self.n_experts}, "
+                f"{self.budget}, {self.final_steps}"
+            )
+
+    def require_space(self, method: str) -> CellSpace:
+        if self.space is None:
+            raise ValueError(f"{method} searches architectures: give BaselineSetup(space=...)")
+        return self.space
+
+
+@runtime_checkable
+class Baseline(Protocol):
+    """One comparison method: fit on train (+ validation), evaluate once on test."""
+
+    name: str
+    uses_domain_labels: bool
+
+    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict: ...
+
+
+# -- helpers for cluster-gated, search-based methods ------------------------------------
+
+
+def random_partition(n_clusters: int, n_experts: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random cluster -> expert map in which every expert gets a cluster."""
+    if n_experts > n_clusters:
+        raise ValueError(
+            f"cannot split {n_clusters} clusters among {n_experts} experts so that each gets "
+            "one; use fewer experts"
+        )
+    out = rng.integers(n_experts, size=n_clusters)
+    order = rng.permutation(n_clusters)
+    out[order[:n_experts]] = np.arange(n_experts)
+    return out.astype(np.int64)
+
+
+def make_trainer(task: ClusteredTask, setup: BaselineSetup, method: str) -> Trainer:
+    return Trainer(task, setup.require_space(method), setup.train, device=setup.device)
+
+
+class CandidateLog:
+    """Trains (arch, region) candidates once each, with SGEM's content-derived seeds."""
+
+    def __init__(self, trainer: Trainer, seed: int) -> None:
+        self.trainer = trainer
+        self.seed = seed
+        self.losses: dict[tuple[Arch, bytes], np.ndarray] = {}
+        self.n_trained = 0
+
+    def train(self, arch: Arch, region: np.ndarray) -> np.ndarray:
+        region = np.asarray(region, dtype=bool)
+        key = (arch, region.tobytes())
+        if key not in self.losses:
+            out = self.trainer.train(arch, region, job_seed(self.seed, arch, region))
+            self.losses[key] = out.losses
+            self.n_trained += 1
+        return self.losses[key]
+
+    def region_score(self, arch: Arch, region: np.ndarray) -> float:
+        """Validation-size weighted mean loss on the region (SGEM's per-expert criterion)."""
+        losses = self.train(arch, region)
+        return region_loss(losses, region, self.trainer.task.val_cluster_sizes)
+
+    def objective(self, arch: Arch, region: np.ndarray) -> float:
+        """The region's term of the measured objective: sum of |C_m| * loss_m (lower better)."""
+        losses = self.train(arch, region)
+        sizes = self.trainer.task.cluster_sizes
+        return float(np.sum(sizes[region] * losses[region]))
+
+
+def search_region(
+    log: CandidateLog,
+    space: CellSpace,
+    region: np.ndarray,
+    n_candidates: int,
+    rng: np.random.Generator,
+    include: Sequence[Arch] = (),
+) -> tuple[Arch, float]:
+    """Random search on one region: the candidate of lowest region validation loss."""
+    candidates = list(dict.fromkeys([*include, *space.sample_many(max(n_candidates, 1), rng)]))
+    scored = [(log.region_score(a, region), i, a) for i, a in enumerate(candidates)]
+    best = min(scored)
+    return best[2], best[0]
+
+
+def best_single_architecture(
+    task: ClusteredTask, setup: BaselineSetup, seed: int
+) -> tuple[Arch, int]:
+    """Random search (`setup.budget` architectures) on all clusters: the best global cell.
+
+    Cached in `setup.cache` per (task, seed): Global single, BestArch x K and Geometry
+    routing share it, as in the paper (one search, three uses). Returns (arch, trainings).
+    """
+    key = ("best_single", id(task), seed, setup.budget)
+    if key not in setup.cache:
+        space = setup.require_space("the best single architecture")
+        log = CandidateLog(make_trainer(task, setup, "the best single architecture"), seed)
+        rng = np.random.default_rng([seed, 1])
+        arch, _ = search_region(log, space, np.ones(task.n_clusters, bool), setup.budget, rng)
+        setup.cache[key] = (arch, log.n_trained)
+    return setup.cache[key]
+
+
+def cluster_moe_result(
+    method: str,
+    task: ClusteredTask,
+    setup: BaselineSetup,
+    assignment: np.ndarray,
+    architectures: Sequence[Arch],
+    seed: int,
+    n_trained: int,
+    start: float,
+    uses_domain_labels: bool = False,
+    extra: dict | None = None,
+) -> dict:
+    """Retrain the cluster-gated MoE on train + validation (SGEM's protocol), test once."""
+    trainer = make_trainer(task, setup, method)
+    _, report = train_final_moe(
+        task,
+        trainer,
+        np.asarray(assignment),
+        list(architectures),
+        steps=setup.final_steps,
+        seed=seed,
+        epochs=setup.final_epochs,
+        crps_samples=setup.crps_samples,
+    )
+    moe = report.to_json()
+    names = task.meta.get("domain_names")
+    per_domain = {(names[int(d)] if names else d): v for d, v in moe["per_domain_test_nll"].items()}
+    out = {
+        "method": method,
+        "test_nll": moe["test_nll"],
+        "test_crps": moe["test_crps"],
+        "test_crps_closed_form": moe["test_crps_closed_form"],
+        "test_accuracy": moe["test_accuracy"],
+        "per_domain_test_nll": per_domain,
+        "assignment": np.asarray(assignment).tolist(),
+        "oracle_match": recovery(task, assignment),
+        "architectures": [a.key for a in architectures],
+        "n_trained": n_trained,
+        "uses_domain_labels": uses_domain_labels,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    return out | (extra or {})
+
+
+def recovery(task: ClusteredTask, assignment: np.ndarray | None) -> float | None:
+    """Hungarian agreement of an assignment with the oracle partition (None if unknown)."""
+    if assignment is None or task.oracle_partition is None:
+        return None
+    return partition_match(np.asarray(assignment), task.oracle_partition)
+
+
+# -- helpers for the direct forecasters (naive, seasonal naive, DLinear, MoLE) -----------
+
+
+def require_forecasting(task: ClusteredTask, method: str) -> None:
+    if task.loss != "student_t":
+        raise ValueError(
+            f"{method} is a forecasting baseline and needs a 'student_t' task (context "
+            f"windows -> horizon), got loss {task.loss!r}"
+        )
+
+
+def train_and_val(task: ClusteredTask) -> tuple[np.ndarray, np.ndarray]:
+    """Context and target windows of train + validation (what the final models fit on)."""
+    x = np.concatenate([task.train.x, task.val.x]).reshape(len(task.train) + len(task.val), -1)
+    y = np.concatenate([task.train.y, task.val.y])
+    return x.astype(np.float32), y.astype(np.float32)
+
+
+def fit_network(
+    model: nn.Module, task: ClusteredTask, setup: BaselineSetup, seed: int
+) -> tuple[nn.Module, int]:
+    """Adam on the Student-t NLL over train + validation, in minibatches, like an expert.
+
+    Runs `setup.final_steps` steps, or `setup.final_epochs` epochs; returns (model, steps).
+    """
+    x_np, y_np = train_and_val(task)
+    device = torch.device(setup.device)
+    x = torch.as_tensor(x_np, device=device)
+    y = torch.as_tensor(y_np, device=device)
+    n = len(x)
+    bs = min(setup.train.batch_size or n, n)
+    steps = (
+        setup.final_steps
+        if setup.final_epochs is None
+        else steps_for_epochs(n, setup.final_epochs, setup.train.batch_size)
+    )
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = model.to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=setup.train.lr)
+    model.train()
+    for _ in range(steps):
+        idx = torch.randint(n, (bs,), generator=gen).to(device)
+        loss = per_sample_nll(model(x[idx]), y[idx], "student_t").mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return model.eval(), steps
+
+
+def forecast_result(
+    method: str,
+    task: ClusteredTask,
+    setup: BaselineSetup,
+    output: torch.Tensor,
+    seed: int,
+    start: float,
+    extra: dict | None = None,
+) -> dict:
+    """Score (B, H, 3) test forecasts once: NLL, sample and closed-form CRPS."""
+    scores = evaluate_forecasts(output, task, n_samples=setup.crps_samples, seed=seed)
+    names = task.meta.get("domain_names")
+    per_domain = {str(names[d] if names else d): v for d, v in scores["per_domain_nll"].items()}
+    out: dict[str, Any] = {
+        "method": method,
+        "test_nll": scores["nll"],
+        "test_crps": scores["crps"],
+        "test_crps_closed_form": scores["crps_closed_form"],
+        "test_accuracy": None,
+        "per_domain_test_nll": per_domain,
+        "assignment": None,
+        "oracle_match": None,
+        "architectures": None,
+        "n_trained": 0,
+        "uses_domain_labels": False,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    return out | (extra or {})
+
+
+def student_t_output(loc: np.ndarray, scale: np.ndarray, df: np.ndarray) -> torch.Tensor:
+    """Stack (loc, scale, df), each (B, H), into the (B, H, 3) forecaster output."""
+    loc, scale, df = np.broadcast_arrays(loc, scale, df)
+    return torch.as_tensor(np.stack([loc, scale, df], axis=-1), dtype=torch.float64)

@@ -1,0 +1,31 @@
+"""BestArch x K: K copies of the best single cell on a random cluster split.
+
+The analogue of the paper's DARTS x K: architecture search done once, globally, and the
+same cell reused by every expert; the routing is a random partition, so the gain over
+Global single is what K separate sets of weights alone buy.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..data.task import ClusteredTask
+from .base import BaselineSetup, best_single_architecture, cluster_moe_result, random_partition
+
+
+class BestArchTimesK:
+    """The best single architecture, K copies, random partition."""
+
+    name = "bestarch_x_k"
+    uses_domain_labels = False
+
+    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+        start = time.perf_counter()
+        arch, n_trained = best_single_architecture(task, setup, seed)
+        rng = np.random.default_rng([seed, 2])
+        assignment = random_partition(task.n_clusters, setup.n_experts, rng)
+        return cluster_moe_result(
+            self.name, task, setup, assignment, [arch] * setup.n_experts, seed, n_trained, start
+        )

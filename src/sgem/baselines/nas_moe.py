@@ -1,0 +1,56 @@
+"""NAS-MoE: a random fixed partition, a cell searched independently for every expert.
+
+Per region, random search over `setup.budget // K` cells trained on that region; each
+expert keeps its region's best. Architecture search without routing search: what SGEM
+adds on top is choosing the partition.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..data.task import ClusteredTask
+from .base import (
+    BaselineSetup,
+    CandidateLog,
+    cluster_moe_result,
+    make_trainer,
+    random_partition,
+    search_region,
+)
+
+
+def search_per_region(
+    task: ClusteredTask,
+    setup: BaselineSetup,
+    assignment: np.ndarray,
+    seed: int,
+    method: str,
+    stream: int,
+) -> tuple[list, int]:
+    """Independent random search per expert region; returns (architectures, trainings)."""
+    space = setup.require_space(method)
+    log = CandidateLog(make_trainer(task, setup, method), seed)
+    rng = np.random.default_rng([seed, stream])
+    n_groups = int(assignment.max()) + 1
+    per_region = max(setup.budget // n_groups, 1)
+    archs = [
+        search_region(log, space, assignment == k, per_region, rng)[0] for k in range(n_groups)
+    ]
+    return archs, log.n_trained
+
+
+class NASMoE:
+    """Random fixed partition + K independently searched cells."""
+
+    name = "nas_moe"
+    uses_domain_labels = False
+
+    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+        start = time.perf_counter()
+        rng = np.random.default_rng([seed, 4])
+        assignment = random_partition(task.n_clusters, setup.n_experts, rng)
+        archs, n_trained = search_per_region(task, setup, assignment, seed, self.name, 5)
+        return cluster_moe_result(self.name, task, setup, assignment, archs, seed, n_trained, start)
