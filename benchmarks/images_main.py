@@ -39,20 +39,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import yaml
 
 from sgem.baselines import BaselineSetup, get_baseline
 from sgem.baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
 from sgem.baselines.decomposition import decomposition_settings
-from sgem.data.images import (
-    OFFLINE_IMAGE_DIR,
-    build_image_mixture,
-    load_source,
-    make_image_task,
-    make_offline_mixture_task,
-)
-from sgem.data.task import ClusteredTask, Split
+from sgem.data.images import build_image_task, downsample
+from sgem.data.task import ClusteredTask
 from sgem.metrics import partition_match
 from sgem.moe.cluster_gated import steps_for_epochs, train_final_moe
 from sgem.moe.learnable_gate import train_learnable_gate_moe
@@ -105,72 +98,6 @@ def build_space(cfg: dict) -> DartsSpace:
     if params.pop("kind") != "darts":
         raise SystemExit("images_main.py runs the DARTS image space (space.kind: darts)")
     return DartsSpace(op_names=params.pop("ops"), **params)
-
-
-# -- the task -------------------------------------------------------------------------------
-def downsample(task: ClusteredTask, size: int | None) -> ClusteredTask:
-    """The same task (clusters, splits) with images average-pooled to size x size.
-
-    Clustering ran on the full-resolution embeddings; only what the networks see shrinks
-    (what makes the offline scale affordable on a CPU)."""
-    h = task.input_shape[-1]
-    if size is None or size == h:
-        return task
-    if h % size:
-        raise SystemExit(f"image_size {size} must divide the image side {h}")
-
-    def pool(split: Split) -> Split:
-        x = F.avg_pool2d(torch.from_numpy(split.x), h // size).numpy()
-        return Split(np.ascontiguousarray(x), split.y, split.cluster, split.source)
-
-    return dataclasses.replace(
-        task, train=pool(task.train), val=pool(task.val), test=pool(task.test)
-    )
-
-
-def build_image_task(tcfg: dict, seed: int) -> ClusteredTask:
-    """The full-resolution task of a config's `task` section."""
-    source = tcfg["source"]
-    common = {
-        "n_clusters": int(tcfg["n_clusters"]),
-        "seed": seed,
-        "embeddings": tcfg.get("embeddings", "default"),
-        "split": tuple(tcfg.get("split", (0.7, 0.15, 0.15))),
-    }
-    if source == "offline":
-        return make_offline_mixture_task(
-            tcfg.get("directory") or OFFLINE_IMAGE_DIR,
-            n_per_source=int(tcfg["n_per_source"]),
-            **common,
-        )
-    if source == "cifar100+svhn":
-        directory = tcfg.get("directory")
-        if not directory:
-            raise SystemExit(
-                "the paper scale reads CIFAR-100 (cifar-100-python/) and SVHN "
-                "(train_32x32.mat) from --data-dir"
-            )
-        cifar = load_source("cifar100", directory)
-        svhn = load_source("svhn", directory)
-        n = int(tcfg["n_per_source"])
-        mix = build_image_mixture(
-            [(*cifar, 100), (*svhn, 10)],
-            counts=[n, n],
-            seed=seed,
-            size=(32, 32),
-            channels=3,
-            names=("cifar100", "svhn"),
-        )
-        return make_image_task(
-            mix.x,
-            mix.y,
-            mix.source,
-            n_classes=mix.n_classes,
-            name="cifar100+svhn",
-            source_names=mix.names,
-            **common,
-        )
-    raise SystemExit(f"unknown task source {source!r}; expected 'offline' or 'cifar100+svhn'")
 
 
 # -- methods --------------------------------------------------------------------------------

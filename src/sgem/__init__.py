@@ -4,9 +4,17 @@ SGEM partitions a dataset into clusters, then jointly searches which expert each
 routed to and a cell architecture per expert, with a surrogate-assisted generalised EM.
 """
 
-from .data import ClusteredTask, Split, build_task, make_toy_task
+from .data import (
+    ClusteredTask,
+    Split,
+    build_task,
+    make_image_task,
+    make_timeseries_task,
+    make_toy_task,
+    read_tsf,
+)
 from .search import SGEM, SearchConfig, SearchResult
-from .space import Arch, CellSpace, TabularSpace
+from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
 from .surrogate import Surrogate, SurrogateConfig
 from .train import TrainConfig, Trainer
 
@@ -17,15 +25,20 @@ __all__ = [
     "Arch",
     "CellSpace",
     "ClusteredTask",
+    "DartsSpace",
     "SearchConfig",
     "SearchResult",
     "Split",
     "Surrogate",
     "SurrogateConfig",
     "TabularSpace",
+    "TimeSeriesSpace",
     "TrainConfig",
     "Trainer",
     "__version__",
     "build_task",
+    "make_image_task",
+    "make_timeseries_task",
     "make_toy_task",
+    "read_tsf",
 ]

@@ -39,7 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a preset end to end (search, final MoE, test)")
     run.add_argument(
-        "preset", help="which experiment: toy, ts-offline (CPU-sized) or ts-paper (GPU, Monash)"
+        "preset",
+        help="which experiment: toy, ts-offline (CPU-sized), ts-paper (GPU, Monash), "
+        "images-offline (CPU-sized, CIFAR-10 + MNIST) or images-paper (GPU, CIFAR-100 + SVHN "
+        "from task.directory)",
     )
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     run.add_argument("--out", default=None, help="run directory (default runs/PRESET-seedN)")

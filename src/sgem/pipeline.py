@@ -8,7 +8,16 @@ and seed on CPU give the same result. Presets (`PRESETS`):
   data directory, sized for 2 CPU cores (one run plus the final MoE in a few minutes);
 * `ts-paper`: the paper's forecasting benchmark on the real Monash files (read by name from
   `task.directory`, or `$SGEM_MONASH_DIR`): 40,000 windows, L = 96, H = 24, M = 30, K = 4,
-  final retrain 50 epochs; meant for a GPU (`device: auto`).
+  final retrain 50 epochs; meant for a GPU (`device: auto`);
+* `images-offline`: the two-source image mixture (CIFAR-10 subset + MNIST from the shared
+  data directory, `task.directory` or `$SGEM_IMAGE_DATA`), 2,000 images clustered at
+  32 x 32 (M = 20), seen by the networks at 16 x 16, small DARTS cells, K = 2; sized for
+  2 CPU cores;
+* `images-paper`: the paper's image benchmark, CIFAR-100 + SVHN read from `task.directory`
+  (42,000 images, M = 30, K = 2, init_channels 16, final retrain 100 epochs); for a GPU.
+
+The image presets are the run-config sections of `configs/images-{offline,paper}.yaml`
+(which `benchmarks/images_main.py` reads, with its baseline settings).
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -25,6 +35,7 @@ import numpy as np
 import torch
 import yaml
 
+from .data.images import build_image_task, downsample
 from .data.task import ClusteredTask
 from .data.timeseries import make_timeseries_task
 from .data.toy import make_toy_task
@@ -34,10 +45,14 @@ from .rundir import STORE, TRACE, RunDirectory, versions
 from .search.config import SearchConfig
 from .search.sgem import SGEM, SearchResult
 from .space.arch import CellSpace
+from .space.darts import DartsSpace
 from .space.tabular import TABULAR_OPS, TabularSpace
 from .space.timeseries import TIMESERIES_OPS, TimeSeriesSpace
 from .store import ObservationStore
+from .surrogate.model import SurrogateConfig
 from .train.trainer import TrainConfig, resolve_device
+
+log = logging.getLogger(__name__)
 
 TOY_PRESET: dict[str, Any] = {
     "task": {
@@ -127,7 +142,96 @@ TS_PAPER_PRESET["final_epochs"] = 50
 TS_PAPER_PRESET["device"] = "auto"
 TS_PAPER_PRESET["torch_threads"] = 4
 
-PRESETS = {"toy": TOY_PRESET, "ts-offline": TS_OFFLINE_PRESET, "ts-paper": TS_PAPER_PRESET}
+#: SGD protocol shared by every image training (candidates, final experts): momentum 0.9,
+#: Nesterov, wd 3e-4, cosine schedule, gradient clip 5.
+_IMAGE_SGD: dict[str, Any] = {
+    "optimizer": "sgd",
+    "momentum": 0.9,
+    "nesterov": True,
+    "weight_decay": 3e-4,
+    "schedule": "cosine",
+    "grad_clip": 5.0,
+}
+
+#: The image benchmark at the offline scale (the run-config sections of
+#: configs/images-offline.yaml): CIFAR-10 subset + MNIST, 2,000 images clustered at 32 x 32
+#: (M = 20) and average-pooled to 16 x 16 for the networks, DARTS cells with 2 nodes and 8
+#: initial channels, K = 2, candidates 100 SGD steps (lr 0.1, batch 32), ~55 candidate
+#: trainings, final experts 15 epochs on train + val.
+IMAGES_OFFLINE_PRESET: dict[str, Any] = {
+    "task": {
+        "name": "images",
+        "source": "offline",
+        "directory": None,
+        "n_per_source": 1000,
+        "n_clusters": 20,
+        "image_size": 16,
+        "embeddings": "default",
+        "split": [0.7, 0.15, 0.15],
+    },
+    "space": {
+        "kind": "darts",
+        "ops": ["skip", "sep_conv_3x3", "sep_conv_5x5", "max_pool_3x3"],
+        "n_cell_nodes": 2,
+        "init_channels": 8,
+        "in_channels": 3,
+    },
+    "search": SearchConfig(
+        n_experts=2,
+        n_iterations=4,
+        n_init=12,
+        pool_size=100,
+        mc_masks=8,
+        routing_steps=30,
+        acquisitions_per_expert=1,
+        explore_every=4,
+        refit_budget=2,
+        final_candidates=2,
+        finalist_budget=1,
+        final_steps=1,
+        train=TrainConfig(steps=100, batch_size=32, lr=0.1, eval_batch_size=512, **_IMAGE_SGD),
+        surrogate=SurrogateConfig(epochs_first=200, epochs_refit=80, mc_samples=10),
+    ).to_dict(),
+    "final_epochs": 15,
+    "device": "cpu",
+    "torch_threads": 1,
+}
+
+#: The paper's image benchmark (section "CIFAR-100 and SVHN mixture"; configs/images-paper.yaml):
+#: 42,000 images at 32 x 32, M = 30, K = 2, 4-node cells with 16 initial channels,
+#: candidates 1500 SGD steps (lr 0.05, batch 128), final retrain 100 epochs. Needs
+#: `task.directory` (cifar-100-python/ and train_32x32.mat) and a GPU.
+IMAGES_PAPER_PRESET: dict[str, Any] = copy.deepcopy(IMAGES_OFFLINE_PRESET)
+IMAGES_PAPER_PRESET["task"].update(
+    source="cifar100+svhn", n_per_source=21_000, n_clusters=30, image_size=None
+)
+IMAGES_PAPER_PRESET["space"].update(n_cell_nodes=4, init_channels=16)
+IMAGES_PAPER_PRESET["search"] = SearchConfig(
+    n_experts=2,
+    n_iterations=20,
+    n_init=60,
+    final_steps=1,
+    train=TrainConfig(
+        steps=1500,
+        batch_size=128,
+        lr=0.05,
+        eval_batch_size=1024,
+        amp=True,
+        channels_last=True,
+        **_IMAGE_SGD,
+    ),
+).to_dict()
+IMAGES_PAPER_PRESET["final_epochs"] = 100
+IMAGES_PAPER_PRESET["device"] = "auto"
+IMAGES_PAPER_PRESET["torch_threads"] = 4
+
+PRESETS = {
+    "toy": TOY_PRESET,
+    "ts-offline": TS_OFFLINE_PRESET,
+    "ts-paper": TS_PAPER_PRESET,
+    "images-offline": IMAGES_OFFLINE_PRESET,
+    "images-paper": IMAGES_PAPER_PRESET,
+}
 
 
 def preset(name: str) -> dict[str, Any]:
@@ -160,7 +264,9 @@ def load_config(name: str, config_file: str | Path | None = None) -> dict[str, A
 
 
 def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
-    """The `ClusteredTask` of a run config's `task` section (name "toy" or "timeseries")."""
+    """The `ClusteredTask` of a run config's `task` section (name "toy", "timeseries" or
+    "images"; an image task is clustered at full resolution, then average-pooled to
+    `image_size`, see `sgem.data.images.build_image_task` and `downsample`)."""
     params = dict(cfg)
     name = params.pop("name")
     if name == "toy":
@@ -187,11 +293,14 @@ def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
             f"unknown time-series source {source!r}; expected 'offline' (the shared stand-ins) "
             "or 'monash' (the real files in task.directory)"
         )
-    raise ValueError(f"unknown task {name!r}; available: ['timeseries', 'toy']")
+    if name == "images":
+        return downsample(build_image_task(params, seed), params.get("image_size"))
+    raise ValueError(f"unknown task {name!r}; available: ['images', 'timeseries', 'toy']")
 
 
 def build_space(cfg: dict) -> CellSpace:
-    """The search space of a run config's `space` section (kind "tabular" or "timeseries")."""
+    """The search space of a run config's `space` section (kind "tabular", "timeseries" or
+    "darts")."""
     params = dict(cfg)
     kind = params.pop("kind")
     ops = params.pop("ops")
@@ -199,7 +308,9 @@ def build_space(cfg: dict) -> CellSpace:
         return TabularSpace(op_names=ops, **params)
     if kind == "timeseries":
         return TimeSeriesSpace(op_names=ops, **params)
-    raise ValueError(f"unknown space kind {kind!r}; available: ['tabular', 'timeseries']")
+    if kind == "darts":
+        return DartsSpace(op_names=ops, **params)
+    raise ValueError(f"unknown space kind {kind!r}; available: ['darts', 'tabular', 'timeseries']")
 
 
 def config_fingerprint(run_cfg: dict) -> str:
@@ -300,12 +411,14 @@ def _execute(
                 executor.close()
     finally:
         store.close()
-    final_kwargs = {}
+    final_kwargs: dict[str, Any] = {}
     if task.loss == "student_t":
         final_kwargs = {
             "epochs": run_cfg.get("final_epochs"),
             "crps_samples": int(run_cfg.get("crps_samples", 100)),
         }
+    elif run_cfg.get("final_epochs") is not None:
+        final_kwargs = {"epochs": run_cfg["final_epochs"]}
     _, report = train_final_moe(
         task,
         search.trainer_,
@@ -330,6 +443,13 @@ def _execute(
             architectures=[a.key for a in found.architectures],
             title=f"SGEM routing (seed {seed}, oracle match {found.oracle_match})",
         )
+    if run_cfg["task"]["name"] == "images":
+        try:
+            from .report_images import plot_run_representatives
+
+            plot_run_representatives(rundir.path, task=task)
+        except Exception as exc:  # a figure must never fail a finished run
+            log.warning("could not draw the cluster representatives of %s: %s", rundir.path, exc)
     return result
 
 

@@ -6,6 +6,8 @@ from .clustering import assign_to_centroids, cluster_purity, fit_kmeans, majorit
 from .embeddings import ArrayEmbedding, HandcraftedEmbedding, PretrainedEmbedding, get_embedding
 from .images import (
     build_image_mixture,
+    build_image_task,
+    downsample,
     harmonise_images,
     load_source,
     make_image_task,
@@ -27,8 +29,10 @@ __all__ = [
     "TSFFormatError",
     "assign_to_centroids",
     "build_image_mixture",
+    "build_image_task",
     "build_task",
     "cluster_purity",
+    "downsample",
     "fit_kmeans",
     "get_embedding",
     "harmonise_images",

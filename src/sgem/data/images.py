@@ -18,6 +18,8 @@ classes of different sources never collide, a source id per image, sizes and cha
 harmonised), and `make_image_task` turns such a pool into a `ClusteredTask`, clustering in
 an embedding space (see `sgem.data.embeddings`) while the task holds the pixels.
 `make_offline_mixture_task` builds the CIFAR-10 + MNIST mixture from the offline files.
+`build_image_task` builds the task of a run config's `task` section (the offline mixture or
+CIFAR-100 + SVHN) and `downsample` average-pools a task's images after clustering.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ import gzip
 import os
 import pickle
 import zipfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +45,8 @@ __all__ = [
     "PUBLISHERS",
     "ImageMixture",
     "build_image_mixture",
+    "build_image_task",
+    "downsample",
     "harmonise_images",
     "load_source",
     "make_image_task",
@@ -777,3 +782,79 @@ def make_offline_mixture_task(
         name="cifar10+mnist",
         source_names=mix.names,
     )
+
+
+def build_image_task(cfg: Mapping[str, Any], seed: int) -> ClusteredTask:
+    """The full-resolution image task of a run config's `task` section.
+
+    Keys: ``source`` (``"offline"``: CIFAR-10 + MNIST from ``directory`` or
+    `OFFLINE_IMAGE_DIR`, see `make_offline_mixture_task`; ``"cifar100+svhn"``: the paper's
+    mixture, read from ``directory`` holding ``cifar-100-python/`` and ``train_32x32.mat``),
+    ``n_per_source``, ``n_clusters``, and optionally ``directory``, ``embeddings`` (default
+    ``"default"``) and ``split`` (default 0.7 / 0.15 / 0.15). Other keys (``name``,
+    ``image_size``) are ignored here; apply ``image_size`` with `downsample`.
+    The mixture draw, the split and the clustering depend on `seed`.
+    """
+    source = cfg["source"]
+    common: dict[str, Any] = {
+        "n_clusters": int(cfg["n_clusters"]),
+        "seed": seed,
+        "embeddings": cfg.get("embeddings", "default"),
+        "split": tuple(cfg.get("split", (0.7, 0.15, 0.15))),
+    }
+    if source == "offline":
+        return make_offline_mixture_task(
+            cfg.get("directory") or OFFLINE_IMAGE_DIR,
+            n_per_source=int(cfg["n_per_source"]),
+            **common,
+        )
+    if source == "cifar100+svhn":
+        directory = cfg.get("directory")
+        if not directory:
+            raise ValueError(
+                "the CIFAR-100 + SVHN task reads CIFAR-100 (cifar-100-python/) and SVHN "
+                "(train_32x32.mat) from task.directory (benchmarks/images_main.py: --data-dir)"
+            )
+        cifar = load_source("cifar100", directory)
+        svhn = load_source("svhn", directory)
+        n = int(cfg["n_per_source"])
+        mix = build_image_mixture(
+            [(*cifar, 100), (*svhn, 10)],
+            counts=[n, n],
+            seed=seed,
+            size=(32, 32),
+            channels=3,
+            names=("cifar100", "svhn"),
+        )
+        return make_image_task(
+            mix.x,
+            mix.y,
+            mix.source,
+            n_classes=mix.n_classes,
+            name="cifar100+svhn",
+            source_names=mix.names,
+            **common,
+        )
+    raise ValueError(f"unknown image source {source!r}; expected 'offline' or 'cifar100+svhn'")
+
+
+def downsample(task: ClusteredTask, size: int | None) -> ClusteredTask:
+    """The same task (clusters, splits, labels) with its NCHW images average-pooled to
+    `size` x `size`; `task` itself when `size` is None or already the image side.
+
+    Clustering ran on the full-resolution embeddings; only what the networks see shrinks
+    (what makes the offline scale affordable on a CPU). `size` must divide the image side.
+    """
+    h = task.input_shape[-1]
+    if size is None or size == h:
+        return task
+    if size < 1 or h % size:
+        raise ValueError(f"image_size {size} must divide the image side {h}")
+    import torch
+    import torch.nn.functional as F
+
+    def pool(split: Split) -> Split:
+        x = F.avg_pool2d(torch.from_numpy(split.x), h // size).numpy()
+        return Split(np.ascontiguousarray(x), split.y, split.cluster, split.source)
+
+    return replace(task, train=pool(task.train), val=pool(task.val), test=pool(task.test))

@@ -1,0 +1,66 @@
+"""The image presets through the pipeline: `sgem run images-offline` end to end on a tiny
+override (a few seconds on one CPU thread), and the presets agree with the benchmark's YAML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sgem.data.images import OFFLINE_IMAGE_DIR
+from sgem.pipeline import preset, run_experiment
+from sgem.search.config import SearchConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+OFFLINE = Path(OFFLINE_IMAGE_DIR)
+RUN_SECTIONS = ("task", "space", "search", "final_epochs", "device", "torch_threads")
+
+TINY = {
+    "task": {"n_per_source": 40, "n_clusters": 4, "image_size": 8},
+    "space": {"n_cell_nodes": 1, "init_channels": 4},
+    "search": {
+        "n_iterations": 1,
+        "n_init": 4,
+        "pool_size": 8,
+        "mc_masks": 2,
+        "routing_steps": 3,
+        "explore_every": 2,
+        "refit_budget": 1,
+        "final_candidates": 1,
+        "finalist_budget": 1,
+        "train": {"steps": 3, "batch_size": 16, "eval_batch_size": 64},
+        "surrogate": {"epochs_first": 10, "epochs_refit": 3, "mc_samples": 2},
+    },
+    "final_epochs": 1,
+}
+
+
+@pytest.mark.skipif(
+    not (OFFLINE / "cifar10_subset_train.npz").is_file()
+    or not (OFFLINE / "t10k-images-idx3-ubyte.gz").is_file(),
+    reason=f"offline image files not in {OFFLINE}",
+)
+def test_images_offline_end_to_end(tmp_path) -> None:
+    config = tmp_path / "images-tiny.yaml"
+    config.write_text(yaml.safe_dump(TINY))
+    out = tmp_path / "run"
+    result = run_experiment("images-offline", seed=0, out=out, progress=False, config_file=config)
+    on_disk = json.loads((out / "result.json").read_text())
+    assert on_disk["routing"] == result["routing"]
+    assert len(result["routing"]) == 4
+    assert set(result["routing"]) <= {0, 1}
+    assert 0.0 <= result["oracle_match"] <= 1.0
+    assert 0.0 <= result["test_accuracy"] <= 1.0
+    assert result["task"] == "cifar10+mnist"
+    assert (out / "cluster_representatives.png").stat().st_size > 1_000
+
+
+@pytest.mark.parametrize("scale", ["offline", "paper"])
+def test_image_presets_match_benchmark_configs(scale: str) -> None:
+    cfg = yaml.safe_load((CONFIGS / f"images-{scale}.yaml").read_text())
+    expected = {key: cfg[key] for key in RUN_SECTIONS}
+    expected["search"] = SearchConfig.from_dict(expected["search"]).to_dict()
+    got = preset(f"images-{scale}")
+    assert json.loads(json.dumps(got)) == json.loads(json.dumps(expected))
