@@ -49,10 +49,11 @@ from sgem.data.task import ClusteredTask
 from sgem.metrics import partition_match
 from sgem.moe.cluster_gated import steps_for_epochs, train_final_moe
 from sgem.moe.learnable_gate import train_learnable_gate_moe
+from sgem.pipeline import build_space
 from sgem.report_images import plot_cluster_representatives
 from sgem.search.config import SearchConfig
 from sgem.search.sgem import SGEM
-from sgem.space import Arch, DartsSpace
+from sgem.space import Arch
 from sgem.train import TrainConfig, Trainer, resolve_device
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -93,19 +94,7 @@ def darts_config(cfg: dict, train: TrainConfig) -> DartsConfig:
     return DartsConfig(weights=weights, **d)
 
 
-def build_space(cfg: dict) -> DartsSpace:
-    params = dict(cfg["space"])
-    if params.pop("kind") != "darts":
-        raise SystemExit("images_main.py runs the DARTS image space (space.kind: darts)")
-    return DartsSpace(op_names=params.pop("ops"), **params)
-
-
 # -- methods --------------------------------------------------------------------------------
-def arch_from_key(key: str) -> Arch:
-    ops, inputs = zip(*(part.split("<") for part in key.split("|")), strict=True)
-    return Arch(tuple(ops), tuple(int(i) for i in inputs))
-
-
 def run_sgem(task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int) -> dict:
     start = time.perf_counter()
     scfg = search_config(cfg)
@@ -161,7 +150,7 @@ def learnable_gate(task: ClusteredTask, setup: BaselineSetup, row: dict, seed: i
         if setup.final_epochs is None
         else steps_for_epochs(n, setup.final_epochs, setup.train.minibatch)
     )
-    archs = [arch_from_key(k) for k in row["architectures"]]
+    archs = [Arch.from_key(k) for k in row["architectures"]]
     _, report = train_learnable_gate_moe(task, trainer, archs, seed=seed, steps=steps)
     return report.to_json()
 
@@ -278,7 +267,9 @@ def main() -> None:
     if args.resume and json_path.exists():
         rows = json.loads(json_path.read_text())["rows"]
     done = {(r["seed"], r["method"]) for r in rows}
-    space = build_space(cfg)
+    if cfg["space"]["kind"] != "darts":
+        raise SystemExit("images_main.py runs the DARTS image space (space.kind: darts)")
+    space = build_space(cfg["space"])
     scfg = search_config(cfg)
     task_summary = ""
     t_start = time.perf_counter()

@@ -25,7 +25,6 @@ Any scale can be shrunk with --n-windows / --n-clusters / --iterations / --budge
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import platform
 import statistics
@@ -39,7 +38,7 @@ from sgem.analysis import RunObservations, format_op_table, op_effects
 from sgem.baselines import BaselineSetup, get_baseline
 from sgem.metrics import partition_match
 from sgem.moe.cluster_gated import train_final_moe
-from sgem.pipeline import build_space, build_task_from_config, load_config
+from sgem.pipeline import build_space, build_task_from_config, load_config, merge
 from sgem.search.config import SearchConfig
 from sgem.search.sgem import SGEM
 from sgem.train import resolve_device
@@ -99,16 +98,6 @@ SMOKE_OVERRIDES = {
     "crps_samples": 50,
 }
 DEFAULT_BUDGET = {"smoke": 4, "offline": 16, "paper": 60}
-
-
-def merge(base: dict, override: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def scale_config(args: argparse.Namespace) -> dict:

@@ -284,3 +284,10 @@ def test_tabular_space_rejects_unknown_ops():
     space = TabularSpace(op_names=["linear", "rbf"], n_nodes=1)
     with pytest.raises(ValueError, match="relu"):
         space.build(Arch(("relu",), (0,)), 2, 2, np.zeros(2), np.ones(2))
+
+
+def test_arch_key_round_trips_and_bad_keys_are_refused() -> None:
+    arch = Arch(("rbf", "linear", "identity"), (0, 1, 0))
+    assert Arch.from_key(arch.key) == arch
+    with pytest.raises(ValueError, match="not an Arch key"):
+        Arch.from_key("rbf|linear<x")

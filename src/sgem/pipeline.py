@@ -411,14 +411,6 @@ def _execute(
                 executor.close()
     finally:
         store.close()
-    final_kwargs: dict[str, Any] = {}
-    if task.loss == "student_t":
-        final_kwargs = {
-            "epochs": run_cfg.get("final_epochs"),
-            "crps_samples": int(run_cfg.get("crps_samples", 100)),
-        }
-    elif run_cfg.get("final_epochs") is not None:
-        final_kwargs = {"epochs": run_cfg["final_epochs"]}
     _, report = train_final_moe(
         task,
         search.trainer_,
@@ -426,7 +418,8 @@ def _execute(
         found.architectures,
         steps=search_cfg.final_steps,
         seed=seed,
-        **final_kwargs,
+        epochs=run_cfg.get("final_epochs"),
+        crps_samples=int(run_cfg.get("crps_samples", 100)),  # forecasting tasks only
     )
     result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume

@@ -52,6 +52,15 @@ class Arch:
         """A compact, stable identity, e.g. 'rbf<0|linear<1'."""
         return "|".join(f"{op}<{src}" for op, src in zip(self.ops, self.inputs, strict=True))
 
+    @classmethod
+    def from_key(cls, key: str) -> Arch:
+        """The inverse of `key`: 'rbf<0|linear<1' -> Arch(('rbf', 'linear'), (0, 1))."""
+        try:
+            ops, inputs = zip(*(part.split("<") for part in key.split("|")), strict=True)
+            return cls(tuple(ops), tuple(int(i) for i in inputs))
+        except ValueError as err:
+            raise ValueError(f"not an Arch key of the form 'op<input|op<input': {key!r}") from err
+
     def uses(self, op: str) -> bool:
         return op in self.ops
 
