@@ -183,7 +183,25 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
-def markdown(summary: dict, meta: dict) -> str:
+def paired_differences(rows: list[dict], method: str = "sgem") -> dict[str, dict]:
+    """Per-seed cluster-gate accuracy of `method` minus each other method's, on the same
+    task: the comparison the seed-to-seed task variance does not blur."""
+    by_seed = {(r["seed"], r["method"]): r["test_accuracy"] for r in rows}
+    out: dict[str, dict] = {}
+    for other in dict.fromkeys(r["method"] for r in rows):
+        if other == method:
+            continue
+        diffs = [
+            by_seed[(s, method)] - by_seed[(s, other)]
+            for s in sorted({r["seed"] for r in rows})
+            if (s, method) in by_seed and (s, other) in by_seed
+        ]
+        if diffs:
+            out[other] = {**_stats(diffs), "wins": sum(d > 0 for d in diffs), "diffs": diffs}
+    return out
+
+
+def markdown(summary: dict, meta: dict, rows: list[dict]) -> str:
     def fmt(entry: dict, key: str, digits: int = 4) -> str:
         v = entry.get(key)
         return "n/a" if v is None else f"{v['mean']:.{digits}f} ± {v['std']:.{digits}f}"
@@ -221,6 +239,18 @@ def markdown(summary: dict, meta: dict) -> str:
         "Wall clock per method and seed: search + cluster-gated final MoE (+ the learnable-"
         "gate MoE).",
     ]
+    paired = paired_differences(rows)
+    if paired:
+        lines += [
+            "",
+            "Paired per seed (same task): SGEM cluster-gate accuracy minus the method's — "
+            + "; ".join(
+                f"{LABELS.get(m, m).replace('*', '')}: {100 * v['mean']:+.1f} ± "
+                f"{100 * v['std']:.1f} points, SGEM ahead on {v['wins']}/{v['n']} seeds"
+                for m, v in paired.items()
+            )
+            + ".",
+        ]
     if any(m.startswith("decomp_") for m in summary):
         lines += [
             "",
@@ -229,6 +259,35 @@ def markdown(summary: dict, meta: dict) -> str:
             "split, cell and seeds as DARTS×K.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def combine(tags: list[str], out_dir: Path, tag: str) -> Path:
+    """Merge the rows of several result files (e.g. seeds run in parallel processes) into
+    one table; wall clock is the sum of the parts' (they may have overlapped in time)."""
+    parts = []
+    for part in tags:
+        path = out_dir / f"images_main_{part}.json"
+        if not path.exists():
+            raise SystemExit(f"--combine: {path} does not exist (run that tag first)")
+        parts.append(json.loads(path.read_text()))
+    rows = [r for part in parts for r in part["rows"]]
+    keys = [(r["seed"], r["method"]) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise SystemExit("--combine: the parts share (seed, method) rows; combine disjoint seeds")
+    meta = dict(parts[0]["meta"])
+    meta.update(
+        tag=tag,
+        seeds=sorted({r["seed"] for r in rows}),
+        wall_seconds=round(sum(p["meta"]["wall_seconds"] for p in parts), 1),
+        combined_from=tags,
+        tasks={k: v for p in parts for k, v in p["meta"].get("tasks", {}).items()},
+    )
+    summary = summarise(rows)
+    json_path = out_dir / f"images_main_{tag}.json"
+    json_path.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
+    md_path = out_dir / f"images_main_{tag}.md"
+    md_path.write_text(markdown(summary, meta, rows))
+    return md_path
 
 
 def main() -> None:
@@ -243,6 +302,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--tag", default=None, help="file name suffix (default: the scale)")
     p.add_argument("--resume", action="store_true", help="skip (seed, method) already saved")
+    p.add_argument(
+        "--combine",
+        nargs="+",
+        default=None,
+        metavar="TAG",
+        help="run nothing: merge the rows of images_main_<TAG>.json files (e.g. seeds run in "
+        "parallel processes) into images_main_<--tag>.{json,md}",
+    )
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
 
@@ -262,6 +329,9 @@ def main() -> None:
     tag = args.tag or args.scale
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if args.combine:
+        print(combine(args.combine, out_dir, tag).read_text())
+        return
     json_path, md_path = out_dir / f"images_main_{tag}.json", out_dir / f"images_main_{tag}.md"
     rows: list[dict] = []
     if args.resume and json_path.exists():
@@ -272,6 +342,7 @@ def main() -> None:
     space = build_space(cfg["space"])
     scfg = search_config(cfg)
     task_summary = ""
+    tasks: dict[str, str] = {}
     t_start = time.perf_counter()
 
     def save() -> dict:
@@ -285,6 +356,7 @@ def main() -> None:
             "device": device,
             "torch_threads": torch.get_num_threads(),
             "task_summary": task_summary,
+            "tasks": tasks,
             "wall_seconds": round(time.perf_counter() - t_start, 1),
             "machine": {
                 "platform": platform.platform(),
@@ -293,7 +365,7 @@ def main() -> None:
             },
         }
         json_path.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
-        md_path.write_text(markdown(summary, meta))
+        md_path.write_text(markdown(summary, meta, rows))
         return summary
 
     for seed in seeds:
@@ -307,6 +379,7 @@ def main() -> None:
             f"{task.meta['mean_purity']:.3f}; majority-source clusters {per_source}; "
             f"K = {scfg.n_experts}"
         )
+        tasks[str(seed)] = task_summary
         print(f"seed {seed}: {task_summary} ({time.perf_counter() - t0:.0f} s)", flush=True)
         setup = BaselineSetup(
             space=space,

@@ -226,7 +226,7 @@ def test_missing_file_names_path_and_publisher(tmp_path, name, split, expected, 
     msg = str(info.value)
     assert str(tmp_path / expected) in msg
     assert publisher in msg
-    assert "never downloads" in msg
+    assert f"sgem download {name}" in msg
 
 
 def test_missing_npz_and_bad_names(tmp_path):

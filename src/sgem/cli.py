@@ -1,4 +1,4 @@
-"""The `sgem` command: run, resume, plot, ops."""
+"""The `sgem` command: run, resume, plot, ops, download."""
 
 from __future__ import annotations
 
@@ -60,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     ops.add_argument("rundirs", nargs="+", help="run directories (pooled by domain name)")
     ops.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples")
     ops.add_argument("--json", default=None, help="also write the table as JSON here")
+    download = sub.add_parser(
+        "download",
+        help="fetch an original image dataset (cifar10, cifar100, svhn, mnist), MD5-checked",
+    )
+    download.add_argument("name", help="cifar10, cifar100, svhn or mnist")
+    download.add_argument("directory", help="where to put it (the directory task.directory names)")
+    download.add_argument(
+        "--mirror", default=None, help="URL or local folder holding the same file names"
+    )
+    download.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
 
 
@@ -131,6 +141,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(table, f, indent=1)
+    elif args.command == "download":
+        from .data.download import download_dataset
+
+        try:
+            paths = download_dataset(
+                args.name, args.directory, mirror=args.mirror, progress=not args.quiet
+            )
+        except (ValueError, ConnectionError) as exc:
+            return _fail(str(exc))
+        for path in paths:
+            print(f"ready: {path}")
     return 0
 
 

@@ -156,7 +156,7 @@ _IMAGE_SGD: dict[str, Any] = {
 #: The image benchmark at the offline scale (the run-config sections of
 #: configs/images-offline.yaml): CIFAR-10 subset + MNIST, 2,000 images clustered at 32 x 32
 #: (M = 20) and average-pooled to 16 x 16 for the networks, DARTS cells with 2 nodes and 8
-#: initial channels, K = 2, candidates 100 SGD steps (lr 0.1, batch 32), ~55 candidate
+#: initial channels, K = 2, candidates 100 SGD steps (lr 0.1, batch 32), ~70 candidate
 #: trainings, final experts 15 epochs on train + val.
 IMAGES_OFFLINE_PRESET: dict[str, Any] = {
     "task": {
@@ -184,7 +184,7 @@ IMAGES_OFFLINE_PRESET: dict[str, Any] = {
         mc_masks=8,
         routing_steps=30,
         acquisitions_per_expert=1,
-        explore_every=4,
+        explore_every=2,
         refit_budget=2,
         final_candidates=2,
         finalist_budget=1,

@@ -9,9 +9,10 @@ Readers return ``(images, labels)``: images uint8 of shape (N, H, W, C), labels 
 * `read_npz`: your own ``.npz`` with ``x`` uint8 (N, H, W[, C]) and integer ``y``.
 
 `load_source(name, directory, split)` finds the files of a named dataset in a directory
-where you have put the original downloads. sgem never downloads anything: a missing file
-raises `FileNotFoundError` naming the exact path it expected and where the dataset is
-published.
+where you have put the original downloads. Loading never downloads: a missing file raises
+`FileNotFoundError` naming the exact path it expected, where the dataset is published and
+the opt-in `sgem download NAME DIR` (`sgem.data.download`) that fetches it where a network
+exists.
 
 `build_image_mixture` joins several sources into one labelled pool (labels shifted so the
 classes of different sources never collide, a source id per image, sizes and channels
@@ -318,7 +319,8 @@ def _missing(name: str, expected: Path, directory: Path) -> FileNotFoundError:
     url, how = PUBLISHERS[name]
     return FileNotFoundError(
         f"{name}: expected file {expected} was not found. The dataset is published at {url}: "
-        f"{how} into {directory}. sgem never downloads datasets."
+        f"{how} into {directory}, or fetch it with `sgem download {name} {directory}` where a "
+        "network exists (loading never downloads)."
     )
 
 
@@ -343,7 +345,7 @@ def load_source(name: str, directory: str | os.PathLike, split: str = "train"):
     uint8 (N, H, W, C) and labels int64. A missing file raises FileNotFoundError naming the
     expected path and where the dataset is published; nothing is downloaded.
     """
-    directory = Path(directory)
+    directory = Path(directory).expanduser()
     key = name.strip()
     if key.lower().startswith("npz:"):
         file = Path(key[4:].replace("{split}", split))
