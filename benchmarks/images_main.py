@@ -334,15 +334,19 @@ def main() -> None:
         return
     json_path, md_path = out_dir / f"images_main_{tag}.json", out_dir / f"images_main_{tag}.md"
     rows: list[dict] = []
+    earlier_seconds = 0.0  # wall clock of the runs a --resume continues
+    tasks: dict[str, str] = {}
     if args.resume and json_path.exists():
-        rows = json.loads(json_path.read_text())["rows"]
+        saved = json.loads(json_path.read_text())
+        rows = saved["rows"]
+        earlier_seconds = float(saved["meta"].get("wall_seconds", 0.0))
+        tasks.update(saved["meta"].get("tasks", {}))
     done = {(r["seed"], r["method"]) for r in rows}
     if cfg["space"]["kind"] != "darts":
         raise SystemExit("images_main.py runs the DARTS image space (space.kind: darts)")
     space = build_space(cfg["space"])
     scfg = search_config(cfg)
     task_summary = ""
-    tasks: dict[str, str] = {}
     t_start = time.perf_counter()
 
     def save() -> dict:
@@ -357,7 +361,7 @@ def main() -> None:
             "torch_threads": torch.get_num_threads(),
             "task_summary": task_summary,
             "tasks": tasks,
-            "wall_seconds": round(time.perf_counter() - t_start, 1),
+            "wall_seconds": round(earlier_seconds + time.perf_counter() - t_start, 1),
             "machine": {
                 "platform": platform.platform(),
                 "python": platform.python_version(),

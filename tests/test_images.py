@@ -436,6 +436,24 @@ def test_image_task_with_own_array_and_standardise():
         make_image_task(np.zeros((60, 8, 8, 3)), np.zeros(60, int))
 
 
+def test_cluster_without_validation_images_is_merged():
+    """Two training-only images far from everything form their own k-means cluster; with no
+    validation image it has no surrogate target, so it is merged into the nearest cluster."""
+    n, seed = 80, 3
+    perm = np.random.default_rng(seed).permutation(n)  # the task's own split permutation
+    n_val = n_test = round(0.15 * n)
+    train_idx = perm[: n - n_val - n_test]
+    emb = np.random.default_rng(0).normal(size=(n, 3)) * 0.1 + (np.arange(n) % 3)[:, None] * 4
+    emb[train_idx[:2]] = 100.0  # a remote pair, both in the training split
+    task = make_image_task(
+        rand_images(n, 8, 8, seed=1), np.arange(n) % 2, embeddings=emb, n_clusters=4, seed=seed
+    )
+    assert task.n_clusters == 3 and task.meta["merged_clusters"] == 1
+    assert task.meta["n_clusters_requested"] == 4
+    assert (np.bincount(task.val.cluster, minlength=3) > 0).all()
+    assert len(task.centroids) == 3
+
+
 @needs_offline
 def test_offline_mixture_task_small():
     task = make_offline_mixture_task(n_per_source=600, n_clusters=10, seed=0)

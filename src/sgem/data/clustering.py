@@ -33,6 +33,35 @@ def assign_to_centroids(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     return out
 
 
+def merge_clusters_without_samples(
+    z: dict[str, np.ndarray],
+    centroids: np.ndarray,
+    ids: dict[str, np.ndarray],
+    required: tuple[str, ...] = ("train", "val"),
+) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """Drop centroids until every cluster has samples in each `required` split.
+
+    A cluster without validation samples has no target for the surrogate, so it cannot be
+    searched over. The emptiest offending cluster goes first; all splits (`z`: embeddings by
+    split, `ids`: their cluster ids) are re-assigned to the remaining centroids after each
+    drop. Returns (centroids, ids, number merged); unchanged when nothing is short.
+    """
+    merged = 0
+    while len(centroids) > 1:
+        m = len(centroids)
+        counts = {s: np.bincount(ids[s], minlength=m) for s in required}
+        short = np.zeros(m, dtype=bool)
+        for c in counts.values():
+            short |= c == 0
+        if not short.any():
+            break
+        order = np.lexsort((counts[required[0]], ~short))
+        centroids = np.delete(centroids, order[0], axis=0)
+        ids = {s: assign_to_centroids(v, centroids) for s, v in z.items()}
+        merged += 1
+    return centroids, ids, merged
+
+
 def cluster_purity(cluster: np.ndarray, source: np.ndarray, n_clusters: int) -> np.ndarray:
     """Per cluster, the fraction of its samples that come from its majority source."""
     purity = np.zeros(n_clusters)

@@ -36,10 +36,16 @@ from typing import Any
 
 import numpy as np
 
-from .clustering import assign_to_centroids, cluster_purity, fit_kmeans, majority_source_partition
+from .clustering import (
+    assign_to_centroids,
+    cluster_purity,
+    fit_kmeans,
+    majority_source_partition,
+    merge_clusters_without_samples,
+)
 from .embeddings import fit_embed, get_embedding
 from .paths import shared_data_dir
-from .task import ClusteredTask, Split
+from .task import MIN_CLUSTERS, ClusteredTask, Split
 
 __all__ = [
     "OFFLINE_IMAGE_DIR",
@@ -639,7 +645,10 @@ def make_image_task(
             object with ``fit(images)`` / ``transform(images)``. It is fitted on the training
             images only.
         n_clusters: M. k-means (`fit_kmeans`) runs on the training embeddings only;
-            validation and test images go to the nearest centroid.
+            validation and test images go to the nearest centroid. A cluster that gets no
+            validation image is merged into its neighbours (its centroid dropped, every
+            image re-assigned; `merge_clusters_without_samples`), so the task may have
+            fewer clusters; ``meta["merged_clusters"]`` says how many went.
         split: train / validation / test fractions of a seeded random permutation.
         normalise: ``"unit"`` (default): pixels / 255, in [0, 1]; ``"standardise"``: per
             channel, minus the training mean, over the training std (both in `meta`).
@@ -689,6 +698,14 @@ def make_image_task(
         "val": assign_to_centroids(z[val_idx], centroids),
         "test": assign_to_centroids(z[test_idx], centroids),
     }
+    by_split = {"train": z[train_idx], "val": z[val_idx], "test": z[test_idx]}
+    centroids, clusters, merged = merge_clusters_without_samples(by_split, centroids, clusters)
+    n_requested, n_clusters = n_clusters, len(centroids)
+    if n_clusters < MIN_CLUSTERS:
+        raise ValueError(
+            f"only {n_clusters} of the {n_requested} clusters kept validation images after "
+            "merging; use more images, fewer clusters or a larger validation fraction"
+        )
 
     meta: dict = {
         "layout": "NCHW",
@@ -696,6 +713,8 @@ def make_image_task(
         "embedding": getattr(embedding, "name", type(embedding).__name__),
         "embedding_dim": int(z.shape[1]),
         "centroid_space": "embedding",
+        "n_clusters_requested": int(n_requested),
+        "merged_clusters": merged,
     }
     pixels = x.transpose(0, 3, 1, 2)
     if normalise == "standardise":

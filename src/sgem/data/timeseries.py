@@ -30,6 +30,7 @@ from .clustering import (
     cluster_purity,
     fit_kmeans,
     majority_source_partition,
+    merge_clusters_without_samples,
 )
 from .paths import shared_data_dir
 from .task import MIN_CLUSTERS, ClusteredTask, Split
@@ -498,19 +499,7 @@ def make_timeseries_task(
     z = {s: (d - d_mean) / d_std for s, d in desc.items()}
     centroids, train_ids = fit_kmeans(z["train"], n_clusters, seed=seed)
     ids = {"train": train_ids, **{s: assign_to_centroids(z[s], centroids) for s in ("val", "test")}}
-    merged = 0
-    while True:
-        m = len(centroids)
-        short = (np.bincount(ids["train"], minlength=m) == 0) | (
-            np.bincount(ids["val"], minlength=m) == 0
-        )
-        if not short.any() or m <= 1:
-            break
-        # drop the emptiest offending cluster, re-assign everything to the rest
-        order = np.lexsort((np.bincount(ids["train"], minlength=m), ~short))
-        centroids = np.delete(centroids, order[0], axis=0)
-        ids = {s: assign_to_centroids(z[s], centroids) for s in z}
-        merged += 1
+    centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
     m = len(centroids)
     if m < MIN_CLUSTERS:
         raise ValueError(
