@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sgem.cli import main
 from sgem.data.images import OFFLINE_IMAGE_DIR
 from sgem.pipeline import preset, run_experiment
 from sgem.search.config import SearchConfig
@@ -54,6 +55,10 @@ def test_images_offline_end_to_end(tmp_path) -> None:
     assert 0.0 <= result["oracle_match"] <= 1.0
     assert 0.0 <= result["test_accuracy"] <= 1.0
     assert result["task"] == "cifar10+mnist"
+    assert (out / "cluster_representatives.png").stat().st_size > 1_000
+    # `sgem plot` redraws both figures of an image run from the run directory alone
+    (out / "cluster_representatives.png").unlink()
+    assert main(["plot", str(out)]) == 0
     assert (out / "cluster_representatives.png").stat().st_size > 1_000
 
 

@@ -51,7 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="continue an interrupted run from its checkpoint")
     resume.add_argument("rundir", help="the run directory to continue")
     _add_executor_flags(resume)
-    plot = sub.add_parser("plot", help="(re)draw convergence.png from a run directory")
+    plot = sub.add_parser(
+        "plot",
+        help="(re)draw convergence.png (and, for an image run, cluster_representatives.png) "
+        "from a run directory",
+    )
     plot.add_argument("rundir", help="a run directory written by `sgem run`")
     ops = sub.add_parser(
         "ops",
@@ -123,10 +127,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not rundir.file("trace.jsonl").exists():
                 raise RunDirectoryError(f"{args.rundir} holds no trace.jsonl: not a run directory")
-            path = plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))
-        except (RunDirectoryError, ValueError) as exc:
+            paths = [plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))]
+            task_cfg = rundir.read_config().get("run", {}).get("task", {})
+            if rundir.is_complete and task_cfg.get("name") == "images":
+                from .report_images import plot_run_representatives
+
+                paths.append(plot_run_representatives(rundir.path))
+        except (RunDirectoryError, ValueError, FileNotFoundError) as exc:
             return _fail(str(exc))
-        print(f"wrote {path}")
+        for path in paths:
+            print(f"wrote {path}")
     elif args.command == "ops":
         import json
 
