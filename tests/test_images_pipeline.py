@@ -3,9 +3,11 @@ override (a few seconds on one CPU thread), and the presets agree with the bench
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -60,6 +62,37 @@ def test_images_offline_end_to_end(tmp_path) -> None:
     (out / "cluster_representatives.png").unlink()
     assert main(["plot", str(out)]) == 0
     assert (out / "cluster_representatives.png").stat().st_size > 1_000
+
+
+def test_images_paper_preset_on_tiny_original_files(tmp_path) -> None:
+    """The paper's CIFAR-100 + SVHN path end to end on CPU: tiny files in the original
+    formats, the preset's AMP / channels-last settings (inactive off CUDA), labels shifted
+    to 110 classes."""
+    from scipy.io import savemat
+    from test_images import rand_images, write_cifar100
+
+    data, n = tmp_path / "data", 100
+    bright = rand_images(n, seed=1) // 2 + 128  # two sources that look different
+    write_cifar100(data, "train", bright, np.arange(n) % 100)
+    dark = (rand_images(n, seed=2) // 2).transpose(1, 2, 3, 0)
+    digits = (np.arange(n) % 10 + 1).astype(np.uint8)[:, None]  # 10 means digit 0
+    savemat(data / "train_32x32.mat", {"X": dark, "y": digits})
+    tiny = copy.deepcopy(TINY)
+    tiny["task"].update(directory=str(data), n_per_source=n, image_size=None)
+    tiny["device"], tiny["torch_threads"] = "auto", 1
+    config = tmp_path / "paper-tiny.yaml"
+    config.write_text(yaml.safe_dump(tiny))
+    out = tmp_path / "run"
+    result = run_experiment("images-paper", seed=0, out=out, progress=False, config_file=config)
+    assert result["task"] == "cifar100+svhn"
+    assert json.loads((out / "result.json").read_text())["routing"] == result["routing"]
+    assert 0.0 <= result["test_accuracy"] <= 1.0
+    from sgem.data.images import build_image_task
+
+    task = build_image_task({**tiny["task"], "source": "cifar100+svhn", "n_clusters": 4}, 0)
+    assert task.n_classes == 110 and task.input_shape == (3, 32, 32)
+    svhn = task.train.source == 1
+    assert (task.train.y[svhn] >= 100).all() and (task.train.y[~svhn] < 100).all()
 
 
 @pytest.mark.parametrize("scale", ["offline", "paper"])
