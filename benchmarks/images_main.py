@@ -300,6 +300,13 @@ def main() -> None:
     p.add_argument("--data-dir", default=None, help="CIFAR-100 / SVHN directory (paper)")
     p.add_argument("--device", default=None, help="cpu, cuda or auto (default: the config's)")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--baseline-budget",
+        type=int,
+        default=None,
+        help="candidate trainings per searching baseline (default: the config's), e.g. "
+        "SGEM's count for a budget-matched Random-MoE",
+    )
     p.add_argument("--tag", default=None, help="file name suffix (default: the scale)")
     p.add_argument("--resume", action="store_true", help="skip (seed, method) already saved")
     p.add_argument(
@@ -320,6 +327,8 @@ def main() -> None:
         cfg["device"] = args.device
     if args.threads:
         cfg["torch_threads"] = args.threads
+    if args.baseline_budget is not None:
+        cfg["baseline_budget"] = args.baseline_budget
     seeds = args.seeds if args.seeds is not None else cfg["seeds"]
     methods = list(args.methods or METHODS)
     if args.decomposition:
