@@ -156,8 +156,9 @@ _IMAGE_SGD: dict[str, Any] = {
 #: The image benchmark at the offline scale (the run-config sections of
 #: configs/images-offline.yaml): CIFAR-10 subset + MNIST, 2,000 images clustered at 32 x 32
 #: (M = 20) and average-pooled to 16 x 16 for the networks, DARTS cells with 2 nodes and 8
-#: initial channels, K = 2, candidates 100 SGD steps (lr 0.1, batch 32), ~70 candidate
-#: trainings, final experts 15 epochs on train + val.
+#: initial channels, K = 2, candidates 100 SGD steps (lr 0.1, batch 32), 4 EM iterations
+#: with an exploration round (affinity masks + a measured jump) every 2 (one round left seed 1
+#: at recovery 0.65), ~70 candidate trainings, final experts 15 epochs on train + val.
 IMAGES_OFFLINE_PRESET: dict[str, Any] = {
     "task": {
         "name": "images",
