@@ -20,12 +20,16 @@ from sgem.surrogate import Surrogate
 
 SINGLE_THREADED = {
     "test_arch",
+    "test_baselines",
+    "test_darts_baselines",
+    "test_learnable_gate",
     "test_losses",
     "test_masks",
     "test_objective",
     "test_routing",
     "test_surrogate",
     "test_task_validation",
+    "test_trainer_modes",
 }
 
 

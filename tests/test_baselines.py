@@ -91,7 +91,6 @@ def _without_labels(task: ClusteredTask) -> ClusteredTask:
 
 @pytest.fixture(scope="module")
 def results(task, setup) -> dict[str, dict]:
-    torch.set_num_threads(1)
     return {name: get_baseline(name).fit_evaluate(task, setup, seed=0) for name in PAPER_METHODS}
 
 

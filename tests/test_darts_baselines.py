@@ -35,14 +35,6 @@ FAST_DARTS = DartsConfig(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def task():
     return tiny_image_task(n=128)

@@ -19,14 +19,6 @@ ARCHS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class _Fixed(torch.nn.Module):
     def __init__(self, logits: list[float]) -> None:
         super().__init__()

@@ -30,14 +30,6 @@ IMAGE_TRAIN = TrainConfig(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def image_task() -> ClusteredTask:
     return tiny_image_task()

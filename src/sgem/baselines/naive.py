@@ -49,21 +49,35 @@ def random_walk_spread(x: np.ndarray, horizon: int) -> np.ndarray:
     return s[:, None] * np.sqrt(np.arange(1, horizon + 1))[None, :]
 
 
-class Naive:
-    """Last value, random-walk Student-t spread."""
+class SpreadForecaster:
+    """A fixed point forecast with a base spread; only the spread multiplier and the degrees
+    of freedom are fitted (`fit_spread`, on train + validation). Subclasses give `forecast`."""
 
-    name = "naive"
+    name = "spread_forecaster"
     uses_domain_labels = False
+
+    def forecast(self, x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        """(loc, base spread), each (B, H), from contexts x (B, L)."""
+        raise NotImplementedError
 
     def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
         require_forecasting(task, self.name)
         start = time.perf_counter()
         x, y = train_and_val(task)
         horizon = y.shape[1]
-        a, df = fit_spread(np.repeat(x[:, -1:], horizon, 1), random_walk_spread(x, horizon), y)
+        a, df = fit_spread(*self.forecast(x, horizon), y)
         xt = task.test.x.reshape(len(task.test), -1).astype(np.float64)
-        loc = np.repeat(xt[:, -1:], horizon, 1)
-        out = student_t_output(loc, a * random_walk_spread(xt, horizon), np.full_like(loc, df))
+        loc, base = self.forecast(xt, horizon)
+        out = student_t_output(loc, a * base, np.full_like(loc, df))
         return forecast_result(
             self.name, task, setup, out, seed, start, {"fitted": {"multiplier": a, "df": df}}
         )
+
+
+class Naive(SpreadForecaster):
+    """Last value, random-walk Student-t spread."""
+
+    name = "naive"
+
+    def forecast(self, x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.repeat(x[:, -1:], horizon, 1), random_walk_spread(x, horizon)

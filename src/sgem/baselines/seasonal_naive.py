@@ -10,19 +10,9 @@ the horizon), with (a, df) fitted on train + validation like the naive baseline.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from ..data.task import ClusteredTask
-from .base import (
-    BaselineSetup,
-    forecast_result,
-    require_forecasting,
-    student_t_output,
-    train_and_val,
-)
-from .naive import MIN_SPREAD, fit_spread
+from .naive import MIN_SPREAD, SpreadForecaster
 
 SEASONS = (7, 12, 24)
 
@@ -55,22 +45,10 @@ def seasonal_forecast(x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarr
     return loc, np.repeat(spread[:, None], horizon, axis=1)
 
 
-class SeasonalNaive:
+class SeasonalNaive(SpreadForecaster):
     """Repeat the last season (period chosen per window from its autocorrelation)."""
 
     name = "seasonal_naive"
-    uses_domain_labels = False
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
-        require_forecasting(task, self.name)
-        start = time.perf_counter()
-        x, y = train_and_val(task)
-        horizon = y.shape[1]
-        loc, base = seasonal_forecast(x.astype(np.float64), horizon)
-        a, df = fit_spread(loc, base, y)
-        xt = task.test.x.reshape(len(task.test), -1).astype(np.float64)
-        loc_t, base_t = seasonal_forecast(xt, horizon)
-        out = student_t_output(loc_t, a * base_t, np.full_like(loc_t, df))
-        return forecast_result(
-            self.name, task, setup, out, seed, start, {"fitted": {"multiplier": a, "df": df}}
-        )
+    def forecast(self, x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+        return seasonal_forecast(x.astype(np.float64), horizon)

@@ -782,26 +782,44 @@ def make_offline_mixture_task(
     data_dir = Path(data_dir) if data_dir is not None else OFFLINE_IMAGE_DIR
     cifar = load_source("npz:cifar10_subset_train.npz", data_dir)
     mnist = load_source("mnist", data_dir, split="test")
-    mix = build_image_mixture(
+    return _two_source_task(
         [(*cifar, 10), (*mnist, 10)],
-        counts=[n_per_source, n_per_source],
+        ("cifar10", "mnist"),
+        n_per_source,
+        seed,
+        embeddings=embeddings,
+        n_clusters=n_clusters,
+        split=split,
+        normalise=normalise,
+    )
+
+
+def _two_source_task(
+    sources: Sequence[tuple[np.ndarray, np.ndarray, int]],
+    names: tuple[str, str],
+    n_per_source: int,
+    seed: int,
+    **task_kwargs: Any,
+) -> ClusteredTask:
+    """`n_per_source` images of each source, harmonised to 32 x 32 x 3, as one image task
+    named "<first>+<second>" (later sources' labels shifted, see `build_image_mixture`)."""
+    mix = build_image_mixture(
+        sources,
+        counts=[n_per_source] * len(sources),
         seed=seed,
         size=(32, 32),
         channels=3,
-        names=("cifar10", "mnist"),
+        names=names,
     )
     return make_image_task(
         mix.x,
         mix.y,
         mix.source,
-        embeddings=embeddings,
-        n_clusters=n_clusters,
-        split=split,
         seed=seed,
         n_classes=mix.n_classes,
-        normalise=normalise,
-        name="cifar10+mnist",
+        name="+".join(names),
         source_names=mix.names,
+        **task_kwargs,
     )
 
 
@@ -838,23 +856,8 @@ def build_image_task(cfg: Mapping[str, Any], seed: int) -> ClusteredTask:
             )
         cifar = load_source("cifar100", directory)
         svhn = load_source("svhn", directory)
-        n = int(cfg["n_per_source"])
-        mix = build_image_mixture(
-            [(*cifar, 100), (*svhn, 10)],
-            counts=[n, n],
-            seed=seed,
-            size=(32, 32),
-            channels=3,
-            names=("cifar100", "svhn"),
-        )
-        return make_image_task(
-            mix.x,
-            mix.y,
-            mix.source,
-            n_classes=mix.n_classes,
-            name="cifar100+svhn",
-            source_names=mix.names,
-            **common,
+        return _two_source_task(
+            [(*cifar, 100), (*svhn, 10)], ("cifar100", "svhn"), int(cfg["n_per_source"]), **common
         )
     raise ValueError(f"unknown image source {source!r}; expected 'offline' or 'cifar100+svhn'")
 
