@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..surrogate.model import SurrogateConfig
-from ..train.trainer import TrainConfig
+from ..train.trainer import (
+    TrainConfig,
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    config_from_dict,
+)
+
+LB_KINDS = ("clusters", "samples")
 
 
 @dataclass(frozen=True)
@@ -44,43 +53,51 @@ class SearchConfig:
     surrogate: SurrogateConfig = field(default_factory=SurrogateConfig)
 
     def __post_init__(self) -> None:
-        if self.n_experts < 1:
-            raise ValueError(f"n_experts must be >= 1, got {self.n_experts}")
+        """Every field typed and range-checked once, for the Python API and YAML alike
+        (a `SgemUserError` naming the field, the value and what is allowed)."""
         for name in (
+            "n_experts",
             "n_iterations",
             "n_init",
+            "init_min_mask",
             "pool_size",
             "mc_masks",
             "lcb_shortlist",
             "explore_every",
+            "explore_groups",
             "final_candidates",
+            "final_steps",
         ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.lb_kind not in ("clusters", "samples"):
-            raise ValueError(f"lb_kind must be 'clusters' or 'samples', got {self.lb_kind!r}")
+            check_int(self, name, 1)
+        # 0 is meaningful: no M-step on R, no acquisitions, no refit, no finalist trainings
+        for name in ("routing_steps", "acquisitions_per_expert", "refit_budget", "finalist_budget"):
+            check_int(self, name, 0)
+        check_float(self, "routing_lr", 0.0, low_open=True)
+        # the Gumbel-softmax divides by the temperature: 0 makes every routing NaN
+        check_float(self, "gumbel_temperature", 0.0, low_open=True)
+        check_float(self, "lb_weight", 0.0)
         for name in (
-            "acquisitions_per_expert",
-            "routing_steps",
-            "refit_budget",
-            "finalist_budget",
-            "lb_weight",
+            "measure_incumbents",
+            "explore",
+            "jumps",
+            "freeze_routing",
+            "scalar_surrogate",
         ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            check_bool(self, name)
+        check_choice(self, "lb_kind", LB_KINDS)
+        # nested sections may come as mappings (YAML); unknown keys are errors there too
+        object.__setattr__(self, "train", config_from_dict(TrainConfig, self.train, "search.train"))
+        object.__setattr__(
+            self,
+            "surrogate",
+            config_from_dict(SurrogateConfig, self.surrogate, "search.surrogate"),
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> SearchConfig:
-        data = dict(data)
-        known = set(cls.__dataclass_fields__)
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown search config key(s): {sorted(unknown)}")
-        if "train" in data and isinstance(data["train"], dict):
-            data["train"] = TrainConfig(**data["train"])
-        if "surrogate" in data and isinstance(data["surrogate"], dict):
-            data["surrogate"] = SurrogateConfig(**data["surrogate"])
-        return cls(**data)
+        """From a mapping (the `search` section of a run config); unknown keys are errors
+        naming the known ones, and every value is checked (see `__post_init__`)."""
+        return config_from_dict(cls, data, "search")

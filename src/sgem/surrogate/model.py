@@ -11,6 +11,7 @@ import torch
 from scipy.stats import kendalltau
 
 from ..space.arch import Arch, CellSpace
+from ..train.trainer import check_float, check_int, config_from_dict
 from .gnn import SurrogateNet
 
 
@@ -25,6 +26,22 @@ class SurrogateConfig:
     epochs_refit: int = 150  # refits warm-start from the previous weights
     clip_quantile: float = 0.95
     mc_samples: int = 20  # T stochastic passes for the MC-dropout mean / std
+
+    def __post_init__(self) -> None:
+        check_int(self, "hidden", 1)
+        check_int(self, "gcn_layers", 0)  # 0: no message passing (an ablation)
+        check_float(self, "dropout", 0.0, 1.0, high_open=True)
+        check_float(self, "lr", 0.0, low_open=True)
+        check_float(self, "weight_decay", 0.0)
+        check_int(self, "epochs_first", 1)
+        check_int(self, "epochs_refit", 1)
+        check_float(self, "clip_quantile", 0.0, 1.0, low_open=True)
+        check_int(self, "mc_samples", 1)
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "surrogate") -> SurrogateConfig:
+        """From a mapping (a YAML section); unknown keys are errors naming the known ones."""
+        return config_from_dict(cls, data, where)
 
 
 class Surrogate:

@@ -14,6 +14,7 @@ learnable-gate MoE, the DARTS supernet) train exactly the same way.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import time
@@ -25,11 +26,134 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
+from ..errors import SgemUserError
 from ..space.arch import Arch
 from .losses import bucket_by_cluster, per_sample_nll
 
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("constant", "cosine")
+
+
+# -- typed, range-checked config fields (TrainConfig, SurrogateConfig, SearchConfig) -------
+def _default_of(cfg: object, name: str) -> object:
+    f = cfg.__dataclass_fields__[name]  # type: ignore[attr-defined]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return None
+
+
+def _field_error(cfg: object, name: str, value: object, allowed: str) -> SgemUserError:
+    """'TrainConfig.lr = 0 is not allowed: it must be a number > 0' plus a hint for the
+    usual YAML slips (a quoted number, null, a float where an integer is needed)."""
+    hint = ""
+    if value is None:
+        hint = (
+            f"; null/None is not a value here: remove the key to use the default "
+            f"({_default_of(cfg, name)!r})"
+        )
+    elif isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            pass
+        else:
+            hint = " (a quoted string: write the number without quotes)"
+            if "e" in value.lower() and "." not in value:
+                hint = (
+                    " (a string: YAML reads an exponent without a dot, like 3e-3, as a string; "
+                    "write 3.0e-3 or 0.003)"
+                )
+    elif isinstance(value, float | np.floating) and "integer" in allowed:
+        hint = f" (write {int(value)})" if float(value).is_integer() else " (a whole number)"
+    kind = type(value).__name__
+    return SgemUserError(
+        f"{type(cfg).__name__}.{name} = {value!r} ({kind}) is not allowed: it must be "
+        f"{allowed}{hint}"
+    )
+
+
+def check_int(cfg: object, name: str, minimum: int, optional: bool = False) -> None:
+    """`cfg.name` is an integer (not a bool, float or string) >= `minimum` (or None)."""
+    value = getattr(cfg, name)
+    allowed = f"an integer >= {minimum}" + (" or null (None)" if optional else "")
+    if value is None and optional:
+        return
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise _field_error(cfg, name, value, allowed)
+    if value < minimum:
+        raise _field_error(cfg, name, value, allowed)
+
+
+def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    if high == math.inf:
+        return f"{'>' if low_open else '>='} {low:g}"
+    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+def check_float(
+    cfg: object,
+    name: str,
+    low: float,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+) -> None:
+    """`cfg.name` is a finite real number (int or float, not a bool or string) in the
+    interval from `low` to `high` (open ends where asked), or None when `optional`."""
+    value = getattr(cfg, name)
+    allowed = f"a finite number {_interval(low, high, low_open, high_open)}" + (
+        " or null (None)" if optional else ""
+    )
+    if value is None and optional:
+        return
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        raise _field_error(cfg, name, value, allowed)
+    v = float(value)
+    if (
+        not math.isfinite(v)
+        or (v <= low if low_open else v < low)
+        or (v >= high if high_open else v > high)
+    ):
+        raise _field_error(cfg, name, value, allowed)
+
+
+def check_bool(cfg: object, name: str) -> None:
+    """`cfg.name` is a real boolean: the string "no" is not False."""
+    value = getattr(cfg, name)
+    if not isinstance(value, bool | np.bool_):
+        raise _field_error(cfg, name, value, "true or false (a boolean, not a string or number)")
+
+
+def check_choice(cfg: object, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(cfg, name)
+    if not isinstance(value, str) or value not in choices:
+        raise _field_error(cfg, name, value, f"one of {list(choices)}")
+
+
+def config_from_dict(cls: type, data: object, where: str):
+    """Build the config dataclass `cls` from a mapping (a YAML section), refusing unknown
+    keys by name; `where` names the section in messages (e.g. "search.train")."""
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, dict):
+        raise SgemUserError(
+            f"{where} must be a mapping of {cls.__name__} fields, got {data!r} "
+            f"({type(data).__name__})"
+        )
+    known = list(cls.__dataclass_fields__)
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        raise SgemUserError(
+            f"unknown key(s) {sorted(map(str, unknown))} in {where}; known keys: {known}"
+        )
+    try:
+        return cls(**data)
+    except SgemUserError as exc:
+        if "(config section " in str(exc):  # a nested section already said where
+            raise
+        raise SgemUserError(f"{exc} (config section '{where}')") from None
 
 
 @dataclass(frozen=True)
@@ -61,25 +185,24 @@ class TrainConfig:
     channels_last: bool = True
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.lr <= 0:
-            raise ValueError(f"need steps >= 1 and lr > 0, got {self}")
-        if self.epochs is not None and self.epochs < 1:
-            raise ValueError(f"epochs must be >= 1 or None (use steps), got {self.epochs}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {self.schedule!r}")
-        for name in ("batch_size", "eval_batch_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {value}")
-        if self.grad_clip is not None and self.grad_clip <= 0:
-            raise ValueError(f"grad_clip must be > 0 or None (no clipping), got {self.grad_clip}")
-        if self.weight_decay < 0 or not 0 <= self.momentum < 1:
-            raise ValueError(
-                f"need weight_decay >= 0 and 0 <= momentum < 1, got {self.weight_decay}, "
-                f"{self.momentum}"
-            )
+        check_int(self, "steps", 1)
+        check_float(self, "lr", 0.0, low_open=True)
+        check_float(self, "weight_decay", 0.0)
+        check_int(self, "batch_size", 1, optional=True)
+        check_int(self, "epochs", 1, optional=True)
+        check_choice(self, "optimizer", OPTIMIZERS)
+        check_float(self, "momentum", 0.0, 1.0, high_open=True)
+        check_bool(self, "nesterov")
+        check_choice(self, "schedule", SCHEDULES)
+        check_float(self, "grad_clip", 0.0, low_open=True, optional=True)
+        check_int(self, "eval_batch_size", 1, optional=True)
+        check_bool(self, "amp")
+        check_bool(self, "channels_last")
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "train") -> TrainConfig:
+        """From a mapping (a YAML section); unknown keys are errors naming the known ones."""
+        return config_from_dict(cls, data, where)
 
     @property
     def minibatch(self) -> int:
