@@ -20,13 +20,14 @@ written `YYYY-MM-DD HH-MM-SS` (dashes in the time too, so that they never contai
 
 `read_tsf` streams the file line by line (the archive's files reach hundreds of megabytes)
 and converts each series with one numpy call, not a Python loop per value. Anything
-malformed raises `TSFFormatError` (a `ValueError`) that names the file, the 1-based line
+malformed raises `TSFFormatError` (a `SgemUserError`) that names the file, the 1-based line
 and what was expected there. A `.zip` holding a single `.tsf` (the archive's download form)
 is read directly.
 
 The archive's own files are Windows-1252 where they are not ASCII (tourism's comment has an
 en dash); lines are decoded as UTF-8 first, then Windows-1252, then Latin-1, so any byte
-reads. `write_tsf` writes UTF-8.
+reads. A UTF-8 byte-order mark (as Windows editors save it) is skipped. `write_tsf` writes
+UTF-8, without a byte-order mark.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ from typing import Literal
 
 import numpy as np
 
+from ..errors import SgemUserError
+
 AttributeType = Literal["string", "numeric", "date"]
 AttributeValue = str | int | float | datetime
 
 ATTRIBUTE_TYPES: tuple[str, ...] = ("string", "numeric", "date")
 DATE_FORMAT = "%Y-%m-%d %H-%M-%S"
+UTF8_BOM = b"\xef\xbb\xbf"
 DATE_EXAMPLE = "1979-01-01 00-00-00"
 HEADER_TAGS: tuple[str, ...] = (
     "@relation",
@@ -59,8 +63,9 @@ HEADER_TAGS: tuple[str, ...] = (
 )
 
 
-class TSFFormatError(ValueError):
-    """A malformed `.tsf` file. `path` and `line` (1-based) say where."""
+class TSFFormatError(SgemUserError):
+    """A malformed `.tsf` file (a `SgemUserError`, so a `ValueError`). `path` and `line`
+    (1-based) say where."""
 
     def __init__(self, path: str, line: int, problem: str) -> None:
         self.path = path
@@ -102,24 +107,39 @@ class TSFData:
     comments: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.series = [np.asarray(s, dtype=np.float64) for s in self.series]
+        series = []
+        for i, s in enumerate(self.series):
+            try:
+                values = np.asarray(s, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise SgemUserError(
+                    f"series {i} could not be read as numbers ({exc}); give one 1-D array of "
+                    "floats per series"
+                ) from None
+            if values.ndim != 1:
+                raise SgemUserError(
+                    f"series {i} must be 1-D (one value per time step), got shape "
+                    f"{values.shape}. A .tsf series has one channel: store a (T, C) "
+                    "multichannel series as C series (e.g. list(values.T)), a single "
+                    "series as a 1-D array"
+                )
+            series.append(values)
+        self.series = series
         self.attribute_types = dict(self.attribute_types)
         for name, kind in self.attribute_types.items():
             if kind not in ATTRIBUTE_TYPES:
-                raise ValueError(
+                raise SgemUserError(
                     f"attribute {name!r} has type {kind!r}; expected one of {ATTRIBUTE_TYPES}"
                 )
         if len(self.attributes) != len(self.series):
-            raise ValueError(
+            raise SgemUserError(
                 f"{len(self.series)} series but {len(self.attributes)} attribute dicts: give "
                 "one dict of attribute values per series"
             )
         names = list(self.attribute_types)
-        for i, (values, attrs) in enumerate(zip(self.series, self.attributes, strict=True)):
-            if values.ndim != 1:
-                raise ValueError(f"series {i} must be 1-D, got shape {values.shape}")
+        for i, attrs in enumerate(self.attributes):
             if list(attrs) != names:
-                raise ValueError(
+                raise SgemUserError(
                     f"series {i} has attributes {list(attrs)}, expected {names} (the keys of "
                     "attribute_types, in that order)"
                 )
@@ -185,7 +205,7 @@ def _read_lines(path: Path) -> TSFData:
     with zipfile.ZipFile(path) as archive:
         members = [n for n in archive.namelist() if n.lower().endswith(".tsf")]
         if len(members) != 1:
-            raise ValueError(
+            raise SgemUserError(
                 f"{path}: expected exactly one .tsf file inside the zip archive, found "
                 f"{members or 'none'}; unzip it and pass the .tsf file instead"
             )
@@ -279,6 +299,8 @@ def _parse(lines: Iterable[bytes], name: str) -> TSFData:
     lineno = 0
 
     for lineno, raw in enumerate(lines, start=1):
+        if lineno == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM) :]  # saved "with BOM" (Notepad, Excel): not part of the text
         line = _decode(raw).strip()
 
         def err(problem: str, _line: int = lineno) -> TSFFormatError:
@@ -429,18 +451,18 @@ def _format_values(values: np.ndarray) -> str:
 def _format_attribute(value: AttributeValue, name: str, kind: str, index: int) -> str:
     if kind == "date":
         if not isinstance(value, datetime):
-            raise ValueError(f"series {index}: date attribute {name!r} must be a datetime")
+            raise SgemUserError(f"series {index}: date attribute {name!r} must be a datetime")
         return value.strftime(DATE_FORMAT)
     if kind == "numeric":
         if isinstance(value, bool) or not isinstance(value, int | float | np.number):
-            raise ValueError(f"series {index}: numeric attribute {name!r} must be a number")
+            raise SgemUserError(f"series {index}: numeric attribute {name!r} must be a number")
         if not math.isfinite(float(value)):
-            raise ValueError(f"series {index}: numeric attribute {name!r} is not finite")
+            raise SgemUserError(f"series {index}: numeric attribute {name!r} is not finite")
         return str(int(value)) if isinstance(value, int | np.integer) else repr(float(value))
     text = str(value)
     bad = [c for c in (":", "\n", "\r") if c in text]
     if bad or text.strip() != text or text.startswith(("#", "@")):
-        raise ValueError(
+        raise SgemUserError(
             f"series {index}: string attribute {name!r} = {text!r} cannot be written to a .tsf "
             "line (no ':' or line breaks, no surrounding spaces, no leading '#' or '@')"
         )
@@ -450,16 +472,16 @@ def _format_attribute(value: AttributeValue, name: str, kind: str, index: int) -
 def _lines(data: TSFData) -> Iterator[str]:
     for comment in data.comments:
         if "\n" in comment or "\r" in comment:
-            raise ValueError("a comment cannot contain a line break; split it into several")
+            raise SgemUserError("a comment cannot contain a line break; split it into several")
         yield f"#{comment}"
     if data.relation is not None:
         yield f"@relation {data.relation}"
     for name, kind in data.attribute_types.items():
         if not name or any(c.isspace() for c in name) or ":" in name:
-            raise ValueError(f"attribute name {name!r} must be non-empty, without spaces or ':'")
+            raise SgemUserError(f"attribute name {name!r} must be non-empty, without spaces or ':'")
         yield f"@attribute {name} {kind}"
     if not data.attribute_types:
-        raise ValueError("a .tsf file needs at least one attribute (e.g. series_name string)")
+        raise SgemUserError("a .tsf file needs at least one attribute (e.g. series_name string)")
     if data.frequency is not None:
         yield f"@frequency {data.frequency}"
     if data.horizon is not None:
@@ -471,17 +493,23 @@ def _lines(data: TSFData) -> Iterator[str]:
     yield "@data"
     lengths = {len(s) for s in data.series}
     if data.equal_length and len(lengths) > 1:
-        raise ValueError(
+        raise SgemUserError(
             f"equal_length=True but the series have lengths {sorted(lengths)[:5]}...; set "
             "equal_length=False"
         )
     for i, (values, attrs) in enumerate(zip(data.series, data.attributes, strict=True)):
+        values = np.asarray(values, dtype=np.float64)  # `series` may be reassigned after init
+        if values.ndim != 1:
+            raise SgemUserError(
+                f"series {i} must be 1-D (one value per time step), got shape {values.shape}; "
+                "write a (T, C) multichannel series as C series (e.g. list(values.T))"
+            )
         if len(values) == 0:
-            raise ValueError(f"series {i} is empty; a .tsf series needs at least one value")
+            raise SgemUserError(f"series {i} is empty; a .tsf series needs at least one value")
         if np.isinf(values).any():
-            raise ValueError(f"series {i} contains inf; .tsf values must be finite or missing")
+            raise SgemUserError(f"series {i} contains inf; .tsf values must be finite or missing")
         if data.missing is False and np.isnan(values).any():
-            raise ValueError(f"series {i} has missing values (NaN) but missing=False")
+            raise SgemUserError(f"series {i} has missing values (NaN) but missing=False")
         fields = [
             _format_attribute(attrs[name], name, kind, i)
             for name, kind in data.attribute_types.items()
