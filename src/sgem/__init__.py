@@ -13,6 +13,8 @@ from .data import (
     make_toy_task,
     read_tsf,
 )
+from .errors import SgemUserError
+from .moe.model import Forecast, Routing, SgemModel, load
 from .search import SGEM, SearchConfig, SearchResult
 from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
 from .surrogate import Surrogate, SurrogateConfig
@@ -26,8 +28,12 @@ __all__ = [
     "CellSpace",
     "ClusteredTask",
     "DartsSpace",
+    "Forecast",
+    "Routing",
     "SearchConfig",
     "SearchResult",
+    "SgemModel",
+    "SgemUserError",
     "Split",
     "Surrogate",
     "SurrogateConfig",
@@ -37,6 +43,7 @@ __all__ = [
     "Trainer",
     "__version__",
     "build_task",
+    "load",
     "make_image_task",
     "make_timeseries_task",
     "make_toy_task",

@@ -40,14 +40,14 @@ from .data.task import ClusteredTask
 from .data.timeseries import make_timeseries_task
 from .data.toy import make_toy_task
 from .executors import make_executor
+from .moe.artifact import save_final_moe
 from .moe.cluster_gated import train_final_moe
 from .rundir import STORE, TRACE, RunDirectory, versions
 from .search.config import SearchConfig
 from .search.sgem import SGEM, SearchResult
-from .space.arch import CellSpace
-from .space.darts import DartsSpace
-from .space.tabular import TABULAR_OPS, TabularSpace
-from .space.timeseries import TIMESERIES_OPS, TimeSeriesSpace
+from .space.registry import build_space
+from .space.tabular import TABULAR_OPS
+from .space.timeseries import TIMESERIES_OPS
 from .store import ObservationStore
 from .surrogate.model import SurrogateConfig
 from .train.trainer import TrainConfig, resolve_device
@@ -299,21 +299,6 @@ def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
     raise ValueError(f"unknown task {name!r}; available: ['images', 'timeseries', 'toy']")
 
 
-def build_space(cfg: dict) -> CellSpace:
-    """The search space of a run config's `space` section (kind "tabular", "timeseries" or
-    "darts")."""
-    params = dict(cfg)
-    kind = params.pop("kind")
-    ops = params.pop("ops")
-    if kind == "tabular":
-        return TabularSpace(op_names=ops, **params)
-    if kind == "timeseries":
-        return TimeSeriesSpace(op_names=ops, **params)
-    if kind == "darts":
-        return DartsSpace(op_names=ops, **params)
-    raise ValueError(f"unknown space kind {kind!r}; available: ['darts', 'tabular', 'timeseries']")
-
-
 def config_fingerprint(run_cfg: dict) -> str:
     """A stable hash of a run config: the store refuses to continue another run's work."""
     text = json.dumps(run_cfg, sort_keys=True, default=str)
@@ -412,7 +397,7 @@ def _execute(
                 executor.close()
     finally:
         store.close()
-    _, report = train_final_moe(
+    moe, report = train_final_moe(
         task,
         search.trainer_,
         found.assignment,
@@ -425,6 +410,16 @@ def _execute(
     result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume
     result["executor"] = executor_kind
+    save_final_moe(
+        rundir.file(MODEL_DIR),
+        task,
+        space,
+        moe,
+        search.trainer_.n_out,
+        metrics=model_metrics(result),
+        info={"seed": seed, "method": "sgem", "crps_samples": int(run_cfg.get("crps_samples", 100))},
+    )
+    result["model"] = MODEL_DIR
     rundir.write_result(result)
     from .report import plot_convergence, plot_routing_2d
 
@@ -488,6 +483,22 @@ def _forecast_json(task: ClusteredTask, moe: dict) -> dict:
         "n_clusters": task.n_clusters,
         "n_windows": {s: len(getattr(task, s)) for s in ("train", "val", "test")},
     }
+
+
+MODEL_DIR = "model"
+_METRICS = (
+    "test_accuracy",
+    "test_nll",
+    "per_expert_test_accuracy",
+    "test_crps",
+    "test_crps_closed_form",
+    "per_domain_test_nll",
+)
+
+
+def model_metrics(result: dict) -> dict:
+    """The test metrics a saved model carries (and `SgemModel.evaluate` reproduces)."""
+    return {k: result[k] for k in _METRICS if k in result}
 
 
 def summarise(result: dict) -> str:

@@ -525,6 +525,8 @@ def make_timeseries_task(
         "descriptor_centroids": centroids,
         "context": context,
         "horizon": horizon,
+        "floor_fraction": floor_fraction,
+        "min_scale": 1e-8,  # make_windows' default, the rule a saved model reapplies
         "n_clusters_requested": n_clusters,
         "merged_clusters": merged,
     }

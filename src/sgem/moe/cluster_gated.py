@@ -26,10 +26,16 @@ from ..train.trainer import Trainer
 class ClusterGatedMoE(nn.Module):
     """Experts plus a fixed cluster -> expert table. Unused experts are None."""
 
-    def __init__(self, experts: list[nn.Module | None], assignment: np.ndarray) -> None:
+    def __init__(
+        self,
+        experts: list[nn.Module | None],
+        assignment: np.ndarray,
+        architectures: list[Arch] | None = None,
+    ) -> None:
         super().__init__()
         self.experts = nn.ModuleList(e if e is not None else nn.Identity() for e in experts)
         self.used = [e is not None for e in experts]
+        self.architectures = list(architectures or [])
         self.register_buffer("assignment", torch.as_tensor(assignment, dtype=torch.long))
 
     def forward(self, x: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
@@ -92,14 +98,59 @@ def evaluate_forecasts(
     output: torch.Tensor, task: ClusteredTask, n_samples: int = 100, seed: int = 0
 ) -> dict:
     """NLL, sample CRPS, closed-form CRPS and per-domain NLL of test forecasts (B, H, 3)."""
-    scores = forecast_scores(output, task.test.y, n_samples=n_samples, rng=seed)
+    return forecast_metrics(output, task.test.y, task.test.source, n_samples, seed)
+
+
+def forecast_metrics(
+    output: torch.Tensor,
+    y: np.ndarray,
+    source: np.ndarray | None,
+    n_samples: int = 100,
+    seed: int = 0,
+) -> dict:
+    """NLL, sample CRPS, closed-form CRPS and per-domain NLL of forecasts (B, H, 3) of `y`."""
+    scores = forecast_scores(output, y, n_samples=n_samples, rng=seed)
     per_domain: dict[int, float] = {}
-    if task.test.source is not None:
-        y = torch.as_tensor(task.test.y, device=output.device)
-        nll = per_sample_nll(output, y, "student_t").double().cpu().numpy()
-        for d in np.unique(task.test.source):
-            per_domain[int(d)] = float(nll[task.test.source == d].mean())
+    if source is not None:
+        y_t = torch.as_tensor(y, device=output.device)
+        nll = per_sample_nll(output, y_t, "student_t").double().cpu().numpy()
+        for d in np.unique(source):
+            per_domain[int(d)] = float(nll[source == d].mean())
     return {**scores, "per_domain_nll": per_domain}
+
+
+def score_outputs(
+    out: torch.Tensor,
+    y: np.ndarray,
+    loss: str,
+    expert_of: np.ndarray,
+    n_experts: int,
+    source: np.ndarray | None = None,
+    crps_samples: int = 100,
+    seed: int = 0,
+) -> dict:
+    """The test metrics of result.json from a model's outputs: one function, so a saved and
+    reloaded model scores exactly as the run did."""
+    y_t = torch.as_tensor(y, device=out.device)
+    nll = float(per_sample_nll(out, y_t, loss).mean())
+    acc, per_expert = None, []
+    forecast: dict = {}
+    if loss == "student_t":
+        forecast = forecast_metrics(out, y, source, n_samples=crps_samples, seed=seed)
+    if loss == "cross_entropy":
+        correct = (out.argmax(1) == y_t).cpu().numpy()
+        acc = float(correct.mean())
+        for k in range(n_experts):
+            sel = expert_of == k
+            per_expert.append(float(correct[sel].mean()) if sel.any() else None)
+    return {
+        "test_accuracy": acc,
+        "test_nll": nll,
+        "per_expert_test_accuracy": per_expert,
+        "test_crps": forecast.get("crps"),
+        "test_crps_closed_form": forecast.get("crps_closed_form"),
+        "per_domain_test_nll": forecast.get("per_domain_nll", {}),
+    }
 
 
 def train_final_moe(
@@ -140,33 +191,30 @@ def train_final_moe(
         )
         used_steps.append(k_steps)
         experts.append(trainer.fit(arch, x[sel], y[sel], seed=seed * 101 + k, steps=k_steps))
-    moe = ClusterGatedMoE(experts, assignment).eval()
+    moe = ClusterGatedMoE(experts, assignment, list(architectures)).eval()
 
     x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)
-    y_test = torch.as_tensor(task.test.y, device=trainer.device)
     c_test = torch.as_tensor(task.test.cluster, device=trainer.device)
     with torch.no_grad():
         out = moe(x_test, c_test)
-        nll = float(per_sample_nll(out, y_test, task.loss).mean())
-    acc, per_expert = None, []
-    forecast: dict = {}
-    if task.loss == "student_t":
-        forecast = evaluate_forecasts(out, task, n_samples=crps_samples, seed=seed)
-    if task.loss == "cross_entropy":
-        correct = (out.argmax(1) == y_test).cpu().numpy()
-        acc = float(correct.mean())
-        expert_of = assignment[task.test.cluster]
-        for k in range(len(architectures)):
-            sel = expert_of == k
-            per_expert.append(float(correct[sel].mean()) if sel.any() else None)
+    scores = score_outputs(
+        out,
+        task.test.y,
+        task.loss,
+        assignment[task.test.cluster],
+        len(architectures),
+        source=task.test.source,
+        crps_samples=crps_samples,
+        seed=seed,
+    )
     report = MoEReport(
-        acc,
-        nll,
-        per_expert,
+        scores["test_accuracy"],
+        scores["test_nll"],
+        scores["per_expert_test_accuracy"],
         time.perf_counter() - start,
-        test_crps=forecast.get("crps"),
-        test_crps_closed_form=forecast.get("crps_closed_form"),
-        per_domain_test_nll=forecast.get("per_domain_nll", {}),
+        test_crps=scores["test_crps"],
+        test_crps_closed_form=scores["test_crps_closed_form"],
+        per_domain_test_nll=scores["per_domain_test_nll"],
         steps=used_steps,
     )
     return moe, report

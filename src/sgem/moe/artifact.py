@@ -1,0 +1,323 @@
+"""The model directory: what a finished run leaves behind for `sgem.load`.
+
+    model/
+      model.json                 format + sgem versions, task facts (loss, classes, input
+                                 shape), the space config, per expert its architecture and
+                                 clusters, the cluster -> expert table, preprocessing
+                                 settings, test metrics, and the SHA-256 of both weight files
+      experts.safetensors        every trained expert's weights ("expert<k>.<param>")
+      preprocessing.safetensors  centroids, standardisation, embedding statistics
+
+Only JSON and safetensors are read back: loading never unpickles or executes anything from
+the directory. Paths inside are relative (none are stored), so a copied directory loads
+anywhere. A newer format version, a missing file, a changed weight file (checksum) or a
+weight of the wrong shape is refused with a message saying which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.numpy import load_file as load_numpy
+from safetensors.numpy import save_file as save_numpy
+from safetensors.torch import load_file as load_torch
+from safetensors.torch import save_file as save_torch
+from torch import nn
+
+from ..errors import SgemUserError
+from ..space.arch import Arch
+from ..space.registry import build_space, space_config
+from .preprocess import Preprocessor, preprocessor_for_task, preprocessor_from_state
+
+FORMAT = "sgem-model"
+FORMAT_VERSION = 1
+MODEL_JSON = "model.json"
+EXPERTS_FILE = "experts.safetensors"
+PREPROCESSING_FILE = "preprocessing.safetensors"
+
+
+@dataclass
+class ModelSpec:
+    """Everything about a saved model except its weights (the content of model.json)."""
+
+    loss: str
+    input_shape: list[int]
+    n_out: int
+    space: dict[str, Any]
+    assignment: list[int]
+    architectures: list[dict]
+    preprocessing: dict[str, Any]
+    n_classes: int | None = None
+    classes: list | None = None
+    task_name: str = "custom"
+    gate: str = "cluster"
+    cluster_sizes: list[int] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_experts(self) -> int:
+        return len(self.architectures)
+
+    @property
+    def n_clusters(self) -> int:
+        return len(self.assignment)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def save_model(
+    path: str | os.PathLike,
+    spec: ModelSpec,
+    experts: list[nn.Module | None],
+    preprocessor: Preprocessor,
+) -> Path:
+    """Write a model directory at `path` (replaced whole, through a temporary sibling, so a
+    crash never leaves half a model). Returns the path."""
+    from .. import __version__
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0700 would make a shared model unreadable to others
+    weights: dict[str, torch.Tensor] = {}
+    for k, expert in enumerate(experts):
+        if expert is None:
+            continue
+        for name, tensor in expert.state_dict().items():
+            weights[f"expert{k}.{name}"] = tensor.detach().to("cpu").clone().contiguous()
+    save_torch(weights, str(tmp / EXPERTS_FILE))
+    state, arrays = preprocessor.state()
+    save_numpy(
+        {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in arrays.items()},
+        str(tmp / PREPROCESSING_FILE),
+    )
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "sgem_version": __version__,
+        "task": {
+            "name": spec.task_name,
+            "loss": spec.loss,
+            "input_shape": list(spec.input_shape),
+            "n_out": spec.n_out,
+            "n_classes": spec.n_classes,
+            "classes": spec.classes,
+        },
+        "space": spec.space,
+        "gate": spec.gate,
+        "assignment": [int(a) for a in spec.assignment],
+        "cluster_sizes": [int(s) for s in spec.cluster_sizes],
+        "experts": [
+            {
+                "index": k,
+                "architecture": arch,
+                "key": Arch.from_json(arch).key,
+                "clusters": [m for m, a in enumerate(spec.assignment) if a == k],
+                "trained": experts[k] is not None,
+            }
+            for k, arch in enumerate(spec.architectures)
+        ],
+        "preprocessing": state,
+        "metrics": spec.metrics,
+        "info": spec.info,
+        "files": {
+            EXPERTS_FILE: _sha256(tmp / EXPERTS_FILE),
+            PREPROCESSING_FILE: _sha256(tmp / PREPROCESSING_FILE),
+        },
+    }
+    (tmp / MODEL_JSON).write_text(json.dumps(_json_safe(doc), indent=1, allow_nan=False))
+    if path.exists():
+        old = path.with_name(f".{path.name}-old")
+        if old.exists():
+            _remove_tree(old)
+        path.rename(old)
+        tmp.rename(path)
+        _remove_tree(old)
+    else:
+        tmp.rename(path)
+    return path
+
+
+def _remove_tree(path: Path) -> None:
+    for child in path.iterdir():
+        child.unlink()
+    path.rmdir()
+
+
+def read_model_json(path: str | os.PathLike) -> dict:
+    """model.json of a model directory (or of `<run dir>/model`), checked for format."""
+    path = Path(path)
+    if (path / "model" / MODEL_JSON).is_file() and not (path / MODEL_JSON).is_file():
+        path = path / "model"
+    file = path / MODEL_JSON
+    if not file.is_file():
+        raise SgemUserError(
+            f"{path} holds no saved model ({MODEL_JSON} is missing); give a run directory "
+            "written by `sgem run`/`sgem fit` or its model/ folder"
+        )
+    try:
+        doc = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SgemUserError(f"{file} is unreadable or not JSON: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise SgemUserError(f"{file} is not an sgem model description")
+    version = doc.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise SgemUserError(
+            f"{path} was written in model format {version!r} by sgem "
+            f"{doc.get('sgem_version')}, newer than this sgem reads ({FORMAT_VERSION}); "
+            "upgrade sgem (pip install -U sgem) to load it"
+        )
+    doc["_dir"] = str(path)
+    return doc
+
+
+def _read_weights(path: Path, name: str, expected_sha: str | None, reader) -> dict:
+    file = path / name
+    if not file.is_file():
+        raise SgemUserError(f"{file} is missing: the model directory is incomplete")
+    if expected_sha is not None and _sha256(file) != expected_sha:
+        raise SgemUserError(
+            f"{file} does not match the checksum in {MODEL_JSON}: the file was changed or "
+            "damaged after the model was saved; copy the model directory again"
+        )
+    try:
+        return reader(str(file))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise SgemUserError(f"{file} is not a readable safetensors file: {exc}") from exc
+
+
+def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, list[nn.Module | None], Preprocessor]:
+    """Rebuild (spec, experts, preprocessor) from a model directory, on the CPU."""
+    doc = read_model_json(path)
+    root = Path(doc["_dir"])
+    files = doc.get("files", {})
+    try:
+        task = doc["task"]
+        spec = ModelSpec(
+            loss=task["loss"],
+            input_shape=list(task["input_shape"]),
+            n_out=int(task["n_out"]),
+            space=doc["space"],
+            assignment=[int(a) for a in doc["assignment"]],
+            architectures=[e["architecture"] for e in doc["experts"]],
+            preprocessing=doc["preprocessing"],
+            n_classes=task.get("n_classes"),
+            classes=task.get("classes"),
+            task_name=task.get("name", "custom"),
+            gate=doc.get("gate", "cluster"),
+            cluster_sizes=doc.get("cluster_sizes", []),
+            metrics=doc.get("metrics", {}),
+            info=doc.get("info", {}),
+        )
+        trained = [bool(e.get("trained", True)) for e in doc["experts"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SgemUserError(f"{root / MODEL_JSON} is missing a field or malformed: {exc}") from exc
+    weights = _read_weights(root, EXPERTS_FILE, files.get(EXPERTS_FILE), load_torch)
+    arrays = _read_weights(root, PREPROCESSING_FILE, files.get(PREPROCESSING_FILE), load_numpy)
+    space = build_space(spec.space)
+    in_dim = int(np.prod(spec.input_shape))
+    experts: list[nn.Module | None] = []
+    for k, arch_json in enumerate(spec.architectures):
+        if not trained[k]:
+            experts.append(None)
+            continue
+        arch = space.validate(Arch.from_json(arch_json))
+        net = space.build(arch, in_dim, spec.n_out, np.zeros(in_dim), np.ones(in_dim))
+        prefix = f"expert{k}."
+        own = {n[len(prefix) :]: t for n, t in weights.items() if n.startswith(prefix)}
+        try:
+            net.load_state_dict(own, strict=True)
+        except RuntimeError as exc:
+            raise SgemUserError(
+                f"the weights of expert {k} in {root / EXPERTS_FILE} do not fit its "
+                f"architecture {arch.key}: {str(exc).splitlines()[0]} (a tampered or "
+                "mismatched model directory)"
+            ) from exc
+        experts.append(net.eval())
+    return spec, experts, preprocessor_from_state(spec.preprocessing, arrays)
+
+
+def spec_for(
+    task,
+    space,
+    assignment: np.ndarray,
+    architectures: list[Arch],
+    n_out: int,
+    metrics: dict | None = None,
+    info: dict | None = None,
+    preprocessing: dict | None = None,
+) -> ModelSpec:
+    """The `ModelSpec` of a cluster-gated MoE trained on `task` in `space`."""
+    return ModelSpec(
+        loss=task.loss,
+        input_shape=list(task.input_shape),
+        n_out=int(n_out),
+        space=space_config(space),
+        assignment=[int(a) for a in assignment],
+        architectures=[a.to_json() for a in architectures],
+        preprocessing=preprocessing or {},
+        n_classes=task.n_classes,
+        classes=task.meta.get("classes"),
+        task_name=task.name,
+        cluster_sizes=task.cluster_sizes.tolist(),
+        metrics=metrics or {},
+        info=info or {},
+    )
+
+
+def save_final_moe(
+    path: str | os.PathLike,
+    task,
+    space,
+    moe: nn.Module,
+    n_out: int,
+    metrics: dict | None = None,
+    info: dict | None = None,
+) -> Path:
+    """Save a trained `ClusterGatedMoE` of `task` (the output of `train_final_moe`) with
+    the task's preprocessing and routing, as a model directory at `path`."""
+    assignment = np.asarray(moe.assignment.cpu())
+    experts = [e if used else None for e, used in zip(moe.experts, moe.used, strict=True)]
+    archs = [Arch.from_json(a) if isinstance(a, dict) else a for a in moe.architectures]
+    spec = spec_for(task, space, assignment, archs, n_out, metrics, info)
+    return save_model(path, spec, experts, preprocessor_for_task(task))
+
+
+__all__ = [
+    "FORMAT_VERSION",
+    "save_final_moe",
+    "ModelSpec",
+    "load_parts",
+    "read_model_json",
+    "save_model",
+    "spec_for",
+]

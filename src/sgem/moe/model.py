@@ -1,0 +1,284 @@
+"""`SgemModel`: a saved Mixture-of-Experts, loaded, routing and predicting on new data.
+
+    model = sgem.load("runs/toy-seed0")
+    model.route(x)            # cluster and expert per sample
+    model.predict(x)          # class labels (classification) / point forecasts
+    model.predict_proba(x)
+    model.forecast(series)    # Student-t parameters, point forecast, quantiles, original units
+    model.evaluate(x, y)      # the metrics of result.json
+    print(model)              # experts, architectures, clusters, test metrics
+
+A new sample is treated exactly as a test sample was: the stored preprocessing, the nearest
+stored centroid, that cluster's expert.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats
+from torch import nn
+
+from ..data.task import Split
+from ..errors import SgemUserError
+from ..space.arch import Arch
+from .artifact import ModelSpec, load_parts
+from .cluster_gated import ClusterGatedMoE, score_outputs
+from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
+
+DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Per sample: the cluster it falls in and the expert that owns that cluster."""
+
+    cluster: np.ndarray
+    expert: np.ndarray
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Per series and forecast step, in the series' original units.
+
+    `loc`, `scale`, `df`: the Student-t (location, scale, degrees of freedom); `point`: its
+    median (= loc); `quantiles`: {q: (n, horizon)}; `cluster`, `expert`: who forecast it.
+    """
+
+    loc: np.ndarray
+    scale: np.ndarray
+    df: np.ndarray
+    quantiles: dict[float, np.ndarray]
+    cluster: np.ndarray
+    expert: np.ndarray
+
+    @property
+    def point(self) -> np.ndarray:
+        return self.loc
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.loc  # df > 2, so the mean exists and equals the location
+
+    def to_frame(self, ids: Sequence[Any] | None = None):
+        """Long format (one row per series and step): unique_id, step, forecast, the quantile
+        columns q0.1 ..., loc/scale/df, expert, cluster."""
+        import pandas as pd
+
+        n, h = self.loc.shape
+        ids = list(range(n)) if ids is None else list(ids)
+        cols: dict[str, Any] = {
+            "unique_id": np.repeat(np.asarray(ids, dtype=object), h),
+            "step": np.tile(np.arange(1, h + 1), n),
+            "forecast": self.point.reshape(-1),
+        }
+        for q, v in self.quantiles.items():
+            cols[f"q{q:g}"] = v.reshape(-1)
+        cols.update(
+            loc=self.loc.reshape(-1),
+            scale=self.scale.reshape(-1),
+            df=self.df.reshape(-1),
+            expert=np.repeat(self.expert, h),
+            cluster=np.repeat(self.cluster, h),
+        )
+        return pd.DataFrame(cols)
+
+
+class SgemModel:
+    """A cluster-gated MoE with its preprocessing, rebuilt from a model directory."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        experts: list[nn.Module | None],
+        preprocessor: Preprocessor,
+        path: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.preprocessor = preprocessor
+        self.path = path
+        archs = [Arch.from_json(a) for a in spec.architectures]
+        self.moe = ClusterGatedMoE(experts, np.asarray(spec.assignment), archs).eval()
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> SgemModel:
+        spec, experts, pre = load_parts(path)
+        return cls(spec, experts, pre, path=str(path))
+
+    # -- facts -----------------------------------------------------------------------------
+    @property
+    def is_classifier(self) -> bool:
+        return self.spec.loss == "cross_entropy"
+
+    @property
+    def is_forecaster(self) -> bool:
+        return isinstance(self.preprocessor, ForecastPreprocessor)
+
+    @property
+    def assignment(self) -> np.ndarray:
+        return np.asarray(self.spec.assignment)
+
+    @property
+    def classes(self) -> list:
+        return self.spec.classes or list(range(self.spec.n_classes or 0))
+
+    # -- routing and raw outputs -----------------------------------------------------------
+    def _prepare(self, x: Any, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        if isinstance(self.preprocessor, ForecastPreprocessor):
+            return self.preprocessor.transform(x)
+        if isinstance(self.preprocessor, ImagePreprocessor):
+            return (*self.preprocessor.transform(x, embeddings=kwargs.get("embeddings")), None)
+        return (*self.preprocessor.transform(x), None)
+
+    def route(self, x: Any, embeddings: np.ndarray | None = None) -> Routing:
+        """Cluster and expert of each sample (features, images, or series for forecasting)."""
+        _, cluster, _ = self._prepare(x, embeddings=embeddings)
+        return Routing(cluster, self.assignment[cluster])
+
+    @torch.no_grad()
+    def outputs(self, x_model: np.ndarray, cluster: np.ndarray) -> torch.Tensor:
+        """The MoE's raw outputs on preprocessed inputs with known clusters (logits, or
+        Student-t parameters in scaled units)."""
+        return self.moe(
+            torch.as_tensor(x_model, dtype=torch.float32), torch.as_tensor(cluster)
+        ).float()
+
+    # -- classification --------------------------------------------------------------------
+    def predict_proba(self, x: Any, embeddings: np.ndarray | None = None) -> np.ndarray:
+        """Class probabilities (n, n_classes), columns in the order of `classes`."""
+        self._require(self.is_classifier, "predict_proba", "classification")
+        x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
+        return torch.softmax(self.outputs(x_model, cluster), dim=1).numpy()
+
+    def predict(self, x: Any, embeddings: np.ndarray | None = None) -> np.ndarray:
+        """Class labels (decoded to the original labels), or for a regression / forecasting
+        model the point prediction (the Student-t location, in original units)."""
+        if self.is_forecaster:
+            return self.forecast(x).point
+        x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
+        out = self.outputs(x_model, cluster)
+        if self.is_classifier:
+            idx = out.argmax(1).numpy()
+            return np.asarray(self.classes, dtype=object)[idx] if self.spec.classes else idx
+        loc = out[..., 0].numpy()
+        return self._unscale_target(loc)
+
+    def _unscale_target(self, values: np.ndarray) -> np.ndarray:
+        target = self.spec.info.get("target_standardisation")
+        if not target:
+            return values
+        return values * float(target["std"]) + float(target["mean"])
+
+    # -- forecasting -----------------------------------------------------------------------
+    def forecast(
+        self, series: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES
+    ) -> Forecast:
+        """Forecast the next `horizon` steps of each series (each of length >= context),
+        in the series' own units: the window scaling is undone on every output."""
+        self._require(self.is_forecaster, "forecast", "forecasting")
+        qs = tuple(float(q) for q in quantiles)
+        if any(not 0.0 < q < 1.0 for q in qs):
+            raise SgemUserError(f"quantiles must lie strictly between 0 and 1, got {qs}")
+        x_model, cluster, scale = self._prepare(series)
+        out = self.outputs(x_model, cluster).double().numpy()
+        s = scale[:, None]
+        loc, sc, df = out[..., 0] * s, out[..., 1] * s, out[..., 2]
+        qv = {q: loc + sc * stats.t.ppf(q, df) for q in qs}
+        return Forecast(loc, sc, df, qv, cluster, self.assignment[cluster])
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluate(
+        self,
+        x: Any,
+        y: Any = None,
+        crps_samples: int = 100,
+        seed: int | None = None,
+    ) -> dict:
+        """The test metrics of result.json on labelled data.
+
+        `x` is raw data with labels `y` (routed as new samples), or a `Split` of a task
+        built like the run's (preprocessed, cluster ids known, e.g. `task.test`): then the
+        scores equal the run's exactly. `seed` (default: the run's) drives the sample CRPS.
+        """
+        seed = int(self.spec.info.get("seed", 0)) if seed is None else int(seed)
+        source = None
+        if isinstance(x, Split):
+            x_model, cluster, y, source = x.x, x.cluster, x.y, x.source
+        else:
+            if y is None:
+                raise SgemUserError("evaluate needs the true labels/targets: evaluate(x, y)")
+            x_model, cluster, scale = self._prepare(x)
+            y = np.asarray(y)
+            if scale is not None:
+                y = y / scale[:, None]
+            elif self.spec.classes and self.is_classifier:
+                y = self._encode_labels(y)
+        if len(y) != len(x_model):
+            raise SgemUserError(f"x has {len(x_model)} samples but y has {len(y)}")
+        out = self.outputs(x_model, cluster)
+        return score_outputs(
+            out,
+            np.asarray(y),
+            self.spec.loss,
+            self.assignment[cluster],
+            self.spec.n_experts,
+            source=source,
+            crps_samples=crps_samples,
+            seed=seed,
+        )
+
+    def _encode_labels(self, y: np.ndarray) -> np.ndarray:
+        index = {str(c): i for i, c in enumerate(self.classes)}
+        try:
+            return np.asarray([index[str(v)] for v in y], dtype=np.int64)
+        except KeyError as exc:
+            raise SgemUserError(
+                f"label {exc.args[0]!r} is not one of the model's classes {self.classes}"
+            ) from exc
+
+    def _require(self, ok: bool, what: str, kind: str) -> None:
+        if not ok:
+            raise SgemUserError(
+                f"{what}() is for {kind} models; this one is a "
+                f"{'classifier' if self.is_classifier else 'forecaster/regressor'}"
+            )
+
+    # -- summary ---------------------------------------------------------------------------
+    def summary(self) -> str:
+        """The model card: experts, their cells, their clusters and sizes, test metrics."""
+        s = self.spec
+        sizes = np.asarray(s.cluster_sizes) if s.cluster_sizes else None
+        kind = "classifier" if self.is_classifier else "forecaster" if self.is_forecaster else ""
+        lines = [
+            f"sgem {kind or 'model'} '{s.task_name}': {s.n_experts} experts over "
+            f"{s.n_clusters} clusters ({s.gate}-gated), input {tuple(s.input_shape)}"
+            + (f", {s.n_classes} classes" if s.n_classes else ""),
+        ]
+        for k, arch in enumerate(s.architectures):
+            clusters = np.flatnonzero(self.assignment == k).tolist()
+            n = int(sizes[clusters].sum()) if sizes is not None and clusters else 0
+            lines.append(
+                f"  expert {k}: cell {Arch.from_json(arch).key}\n"
+                f"            clusters {clusters} ({n} training samples)"
+            )
+        metric_names = ("test_accuracy", "test_nll", "test_crps")
+        shown = [f"{m} {s.metrics[m]:.4f}" for m in metric_names if s.metrics.get(m) is not None]
+        if shown:
+            lines.append("  test: " + ", ".join(shown))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+
+def load(path: str | os.PathLike) -> SgemModel:
+    """Load a saved model from a run directory (its `model/`) or a model directory."""
+    return SgemModel.load(path)
+
+
+__all__ = ["DEFAULT_QUANTILES", "Forecast", "Routing", "SgemModel", "load"]
