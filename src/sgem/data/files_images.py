@@ -1,0 +1,254 @@
+"""Read a user's images: an ImageFolder tree, an NPZ, or a folder of images to predict on.
+
+* `read_image_folder`: torchvision's ImageFolder layout, one sub-folder per class (its name
+  the class name, classes sorted by name), images anywhere below it. Every image is read with
+  Pillow and converted to RGB; images of another size than the target size are resized.
+* `read_image_npz`: arrays `x` uint8 (N, H, W) or (N, H, W, C) and `y` (N,), loaded without
+  pickle; an optional string array `class_names`.
+* `read_images_for_predict`: every image below a folder (flat, or class folders), or a single
+  image file, with the file names, for prediction.
+
+Every problem the user can fix raises `sgem.errors.SgemUserError` naming the file or folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from ..errors import SgemUserError
+
+log = logging.getLogger(__name__)
+
+#: the image suffixes read (torchvision's IMG_EXTENSIONS), case-insensitive
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff", ".webp")
+
+
+@dataclass(eq=False)
+class ImageData:
+    """Labelled images.
+
+    Attributes:
+        x: uint8 (N, H, W, C) images (C = 3 from a folder; as stored, 1 or 3, from an NPZ).
+        y: int64 (N,) class codes into `class_names`.
+        class_names: the class of each code (a folder's sub-folder names, sorted).
+        files: each image's path relative to the folder read (None for an NPZ).
+        n_resized: how many images were resized to the common size.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    class_names: list[str]
+    files: list[str] | None = None
+    n_resized: int = 0
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+def _size(image_size: int | tuple[int, int] | None) -> tuple[int, int] | None:
+    """`image_size` as (height, width)."""
+    if image_size is None:
+        return None
+    if isinstance(image_size, int | np.integer):
+        size = (int(image_size), int(image_size))
+    else:
+        size = tuple(int(s) for s in image_size)
+    if len(size) != 2 or min(size) < 1:
+        raise SgemUserError(f"image_size={image_size!r}: give a positive int or (height, width)")
+    return size  # type: ignore[return-value]
+
+
+def _is_image(path: Path) -> bool:
+    return (
+        path.is_file() and not path.name.startswith(".") and path.suffix.lower() in IMAGE_SUFFIXES
+    )
+
+
+def _images_below(folder: Path) -> list[Path]:
+    return sorted(
+        (p for p in folder.rglob("*") if _is_image(p) and not _hidden(p.relative_to(folder))),
+        key=lambda p: p.relative_to(folder).as_posix(),
+    )
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
+
+
+def _load(path: Path) -> Image.Image:
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise SgemUserError(
+            f"{path}: not a readable image ({exc}); replace or delete the file"
+        ) from exc
+
+
+def _stack(
+    paths: list[Path], image_size: int | tuple[int, int] | None, where: Path
+) -> tuple[np.ndarray, int]:
+    """Read `paths` as RGB and stack them at one size: `image_size`, else the most common."""
+    images = [_load(p) for p in paths]
+    size = _size(image_size)
+    if size is None:
+        size = Counter((im.height, im.width) for im in images).most_common(1)[0][0]
+    height, width = size
+    out = np.empty((len(images), height, width, 3), dtype=np.uint8)
+    resized = 0
+    for i, image in enumerate(images):
+        if (image.height, image.width) != (height, width):
+            image = image.resize((width, height), Image.Resampling.BILINEAR)
+            resized += 1
+        out[i] = np.asarray(image, dtype=np.uint8)
+    if resized:
+        log.warning(
+            "%s: resized %d of %d images to %dx%d (height x width)%s",
+            where,
+            resized,
+            len(images),
+            height,
+            width,
+            "" if image_size is not None else ", the most common size",
+        )
+    return out, resized
+
+
+def _folder(path: str | os.PathLike) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise SgemUserError(f"{path}: no such folder; check the path")
+    if not path.is_dir():
+        raise SgemUserError(f"{path} is not a folder; give the folder holding the images")
+    return path
+
+
+def read_image_folder(
+    path: str | os.PathLike, image_size: int | tuple[int, int] | None = None
+) -> ImageData:
+    """Read an ImageFolder tree: ``path/<class name>/**/<image>``.
+
+    Classes are the sub-folders (hidden ones skipped), sorted by name; files that are not
+    images (by suffix, see `IMAGE_SUFFIXES`) are skipped. Images are converted to RGB and
+    resized (bilinear) to `image_size` (an int or (height, width)), or when None to the most
+    common size, logging how many were resized. An unreadable image, a folder without class
+    sub-folders, a class folder without images or fewer than two classes raise `SgemUserError`.
+    """
+    root = _folder(path)
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        loose = [p.name for p in root.iterdir() if _is_image(p)]
+        layout = "root/<class name>/<image files>"
+        if loose:
+            raise SgemUserError(
+                f"{root} holds {len(loose)} images but no class folders; training needs one "
+                f"sub-folder per class ({layout})"
+            )
+        raise SgemUserError(f"{root} is empty; put one sub-folder per class in it ({layout})")
+    paths: list[Path] = []
+    labels: list[int] = []
+    empty: list[str] = []
+    for code, name in enumerate(classes):
+        found = _images_below(root / name)
+        if not found:
+            empty.append(name)
+        paths.extend(found)
+        labels.extend([code] * len(found))
+    if empty:
+        raise SgemUserError(
+            f"{root}: class folders {empty} hold no images ({', '.join(IMAGE_SUFFIXES)}); "
+            "put images in them or remove them"
+        )
+    if len(classes) < 2:
+        raise SgemUserError(
+            f"{root} has a single class folder {classes[0]!r}; a classifier needs at least two"
+        )
+    x, resized = _stack(paths, image_size, root)
+    files = [p.relative_to(root).as_posix() for p in paths]
+    return ImageData(x, np.asarray(labels, dtype=np.int64), classes, files, resized)
+
+
+def read_image_npz(path: str | os.PathLike) -> ImageData:
+    """Read arrays `x` uint8 (N, H, W) or (N, H, W, C) with C in 1, 3 and `y` (N,) from an
+    `.npz` (no pickle). (N, H, W) gains a channel axis. Labels are re-coded 0..K-1 over their
+    sorted distinct values, unless the file holds `class_names` (K strings) and `y` already
+    codes into them."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise SgemUserError(f"{path}: no such file; check the path")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {k: archive[k] for k in archive.files}
+    except ValueError as exc:
+        raise SgemUserError(
+            f"{path}: could not be read without pickle ({exc}); save plain arrays with "
+            "np.savez(path, x=images, y=labels)"
+        ) from exc
+    except (OSError, EOFError) as exc:
+        raise SgemUserError(f"{path}: not a readable .npz file ({exc})") from exc
+    if "x" not in arrays or "y" not in arrays:
+        raise SgemUserError(
+            f"{path} holds arrays {sorted(arrays)}; expected 'x' (images) and 'y' (labels)"
+        )
+    x, y = arrays["x"], arrays["y"]
+    if x.dtype != np.uint8:
+        raise SgemUserError(
+            f"{path}: x has dtype {x.dtype}; expected uint8 pixels 0..255 (for floats in [0, 1]: "
+            "(x * 255).round().astype(np.uint8))"
+        )
+    if x.ndim == 3:
+        x = x[..., None]
+    if x.ndim != 4 or x.shape[-1] not in (1, 3):
+        raise SgemUserError(f"{path}: x has shape {x.shape}; expected (N, H, W) or (N, H, W, 1|3)")
+    if y.ndim != 1 or len(y) != len(x) or len(x) == 0:
+        raise SgemUserError(
+            f"{path}: x holds {len(x)} images and y has shape {y.shape}; expected (N,)"
+        )
+    names = arrays.get("class_names")
+    if (
+        names is not None
+        and np.issubdtype(y.dtype, np.integer)
+        and names.ndim == 1
+        and len(y)
+        and y.min() >= 0
+        and y.max() < len(names)
+    ):
+        return ImageData(x, y.astype(np.int64), [str(n) for n in names])
+    classes, codes = np.unique(y, return_inverse=True)
+    return ImageData(x, codes.astype(np.int64), [str(c.item()) for c in classes])
+
+
+def read_images_for_predict(
+    path: str | os.PathLike, image_size: int | tuple[int, int] | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """Every image below `path` (a flat folder or class folders, recursively; or one image
+    file) as uint8 (N, H, W, 3) RGB at `image_size` (or the most common size), with each
+    image's path relative to `path` (the file name itself for a single file), sorted."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        if path.suffix.lower() not in IMAGE_SUFFIXES:
+            raise SgemUserError(f"{path}: not an image file ({', '.join(IMAGE_SUFFIXES)})")
+        x, _ = _stack([path], image_size, path)
+        return x, [path.name]
+    root = _folder(path)
+    paths = _images_below(root)
+    if not paths:
+        raise SgemUserError(f"{root} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    x, _ = _stack(paths, image_size, root)
+    return x, [p.relative_to(root).as_posix() for p in paths]
+
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "ImageData",
+    "read_image_folder",
+    "read_image_npz",
+    "read_images_for_predict",
+]

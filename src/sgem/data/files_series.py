@@ -1,0 +1,396 @@
+"""Read a user's time series: long-format CSV/Parquet (the Nixtla / GluonTS habit) or Monash .tsf.
+
+`read_long_series` returns a `SeriesData`: {series id: float64 values ordered by time}, each
+series' start, and the frequency inferred from the timestamps. In a long table every row is
+one observation ``(id, timestamp, value)``; a timestamp missing inside a series' regular grid
+becomes NaN, as does an empty value. A Monash `.tsf` file (or the `.zip` holding one) is read
+with `sgem.data.tsf.read_tsf`.
+
+`default_context(freq, horizon)` picks a context length from the frequency and the horizon,
+and `check_series_lengths` says, before any search starts, when series are too short for it.
+Every problem the user can fix raises `sgem.errors.SgemUserError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.tseries.frequencies import to_offset
+
+from ..errors import SgemUserError
+from .files_tabular import _existing_file, _first_rows, read_frame
+from .tsf import read_tsf
+
+log = logging.getLogger(__name__)
+
+#: the Monash archive's `@frequency` names as pandas frequency strings
+TSF_FREQUENCIES: dict[str, str] = {
+    "4_seconds": "4s",
+    "minutely": "min",
+    "10_minutes": "10min",
+    "half_hourly": "30min",
+    "hourly": "h",
+    "daily": "D",
+    "weekly": "W",
+    "monthly": "MS",
+    "quarterly": "QS",
+    "yearly": "YS",
+}
+
+
+@dataclass(eq=False)
+class SeriesData:
+    """Series read by `read_long_series`.
+
+    Attributes:
+        series: series id -> 1-D float64 values ordered by time, on a regular grid when the
+            frequency is known (NaN where a value or a timestamp is missing).
+        start: series id -> the first timestamp (`pandas.Timestamp`; an int for integer time
+            columns; None when the file gives none).
+        freq: the pandas frequency string ("h", "D", "MS", ...), the most common one inferred
+            over the series; None when unknown.
+        horizon: the file's own forecast horizon (a `.tsf` `@horizon`), else None.
+    """
+
+    series: dict[str, np.ndarray]
+    start: dict[str, Any] = field(default_factory=dict)
+    freq: str | None = None
+    horizon: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.series)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.series)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(s) for s in self.series.values()], dtype=np.int64)
+
+    @property
+    def n_missing(self) -> int:
+        return int(sum(np.isnan(s).sum() for s in self.series.values()))
+
+
+# -- .tsf ---------------------------------------------------------------------------------------
+
+
+def _from_tsf(path: Path) -> SeriesData:
+    try:
+        data = read_tsf(path)
+    except ValueError as exc:  # TSFFormatError names the file and the line
+        raise SgemUserError(f"{exc}; fix the file or export the series as a long CSV") from exc
+    names = data.names()
+    if len(set(names)) != len(names):
+        log.warning("%s: series names repeat; the series are named by position instead", path)
+        names = [str(i) for i in range(len(data.series))]
+    starts: dict[str, Any] = {}
+    for name, attrs in zip(names, data.attributes, strict=True):
+        value = attrs.get("start_timestamp")
+        starts[name] = pd.Timestamp(value) if isinstance(value, datetime) else None
+    freq = TSF_FREQUENCIES.get((data.frequency or "").lower())
+    if data.frequency and freq is None:
+        log.warning(
+            "%s: unknown @frequency %r; the frequency is left unknown", path, data.frequency
+        )
+    series = dict(zip(names, data.series, strict=True))
+    return SeriesData(series, starts, freq, data.horizon)
+
+
+# -- long tables ----------------------------------------------------------------------------------
+
+
+def _times(column: pd.Series, name: str) -> pd.Series:
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise SgemUserError(
+            f"time column {name!r} is empty in {int(missing.sum())} rows (rows "
+            f"{_first_rows(missing)}); every row needs a timestamp"
+        )
+    if pd.api.types.is_integer_dtype(column):
+        return column.astype(np.int64)
+    try:
+        return pd.to_datetime(column)
+    except (ValueError, TypeError) as exc:
+        raise SgemUserError(
+            f"time column {name!r} holds values that are not dates (e.g. {column.iloc[0]!r}): "
+            f"{exc}; write ISO dates (2020-01-31 or 2020-01-31 13:00) or integer time steps"
+        ) from exc
+
+
+def _values(column: pd.Series, name: str) -> np.ndarray:
+    numbers = pd.to_numeric(column, errors="coerce")
+    text = numbers.isna().to_numpy() & column.notna().to_numpy()
+    if text.any():
+        raise SgemUserError(
+            f"value column {name!r} holds text in {int(text.sum())} rows (rows "
+            f"{_first_rows(text)}, e.g. {column[text].iloc[0]!r}); write numbers, or leave a "
+            "missing value empty"
+        )
+    values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+    infinite = np.isinf(values)
+    if infinite.any():
+        raise SgemUserError(
+            f"value column {name!r} has {int(infinite.sum())} infinite values (rows "
+            f"{_first_rows(infinite)}); replace them by numbers or leave them empty (missing)"
+        )
+    return values
+
+
+def _most_common(items: list[Any]) -> Any:
+    return Counter(items).most_common(1)[0][0] if items else None
+
+
+def _infer_freq(groups: list[pd.Series]) -> str | None:
+    inferred = []
+    for times in groups:
+        if len(times) >= 3:
+            try:
+                with warnings.catch_warnings():  # pandas 3 announces offsets instead of strings
+                    warnings.simplefilter("ignore")
+                    freq = pd.infer_freq(pd.DatetimeIndex(times))
+            except (TypeError, ValueError):
+                continue
+            if freq is not None:
+                inferred.append(freq if isinstance(freq, str) else freq.freqstr)
+    freq = _most_common(inferred)
+    if freq is not None:
+        return freq
+    # no series regular end to end (gaps everywhere): a fixed step that all steps are
+    # multiples of still gives a grid (not for months or years, whose length varies)
+    diffs = np.concatenate(
+        [
+            np.diff(t.to_numpy().astype("datetime64[ns]").astype(np.int64))
+            for t in groups
+            if len(t) >= 2
+        ]
+        or [np.zeros(0, np.int64)]
+    )
+    if len(diffs) == 0:
+        return None
+    step = int(_most_common(diffs.tolist()))
+    if step <= 0 or np.any(diffs % step):
+        return None
+    return to_offset(pd.Timedelta(step, unit="ns")).freqstr
+
+
+def read_long_series(
+    path: str | os.PathLike,
+    id_col: str | None = "unique_id",
+    time_col: str = "ds",
+    value_col: str = "y",
+) -> SeriesData:
+    """Read series from a long-format CSV/TSV/Parquet table, or a Monash `.tsf` (or `.zip`).
+
+    Args:
+        path: the file. `.tsf` and `.zip` are read as Monash files; anything else as a table
+            with one row per observation.
+        id_col: the series id column (None: the whole table is one series, named "0").
+        time_col: the timestamp column: dates (anything `pandas.to_datetime` parses) or
+            integer time steps.
+        value_col: the value column; an empty cell is a missing value (NaN).
+
+    The series keep the order in which their ids first appear. The frequency is the most
+    common `pandas.infer_freq` over the series (failing that, the most common fixed step when
+    every step is a multiple of it); each series is then laid on its regular grid from its
+    first to its last timestamp, absent timestamps becoming NaN. With integer time steps the
+    grid step is the most common difference and `freq` is None. When no frequency can be
+    inferred the values are kept in time order as given (gaps cannot be seen) and a warning
+    is logged. Duplicate (id, timestamp) rows, timestamps off the grid, unparseable dates and
+    non-numeric values raise `SgemUserError`.
+    """
+    path = _existing_file(path)
+    if path.suffix.lower() in (".tsf", ".zip"):
+        return _from_tsf(path)
+    frame = read_frame(path)
+    wanted = [c for c in (id_col, time_col, value_col) if c is not None]
+    absent = [c for c in wanted if c not in frame.columns]
+    if absent:
+        raise SgemUserError(
+            f"{path}: columns {absent} not found; its columns are {list(frame.columns)}. Name the "
+            "id, time and value columns (id_col=, time_col=, value_col=)"
+        )
+    ids = frame[id_col].astype(str) if id_col is not None else pd.Series("0", index=frame.index)
+    times = _times(frame[time_col], time_col)
+    values = _values(frame[value_col], value_col)
+    table = pd.DataFrame({"id": ids.to_numpy(), "t": times.to_numpy(), "v": values})
+    dup = table.duplicated(["id", "t"], keep=False).to_numpy()
+    if dup.any():
+        first = table[dup].iloc[0]
+        raise SgemUserError(
+            f"{path}: {int(dup.sum())} rows repeat an (id, time) pair (rows {_first_rows(dup)}; "
+            f"e.g. series {first['id']!r} at {first['t']}); keep one value per series and time"
+        )
+    order = list(pd.unique(table["id"]))
+    table = table.sort_values(["id", "t"], kind="stable")
+    groups = {k: g for k, g in table.groupby("id", sort=False)}
+    integer_time = pd.api.types.is_integer_dtype(table["t"])
+    series: dict[str, np.ndarray] = {}
+    starts: dict[str, Any] = {}
+    if integer_time:
+        diffs = np.concatenate([np.diff(g["t"].to_numpy()) for g in groups.values()])
+        step = int(_most_common(diffs.tolist())) if len(diffs) else 1
+        freq = None
+    else:
+        freq = _infer_freq([g["t"] for g in groups.values()])
+        if freq is None:
+            log.warning(
+                "%s: no regular frequency could be inferred from the timestamps; the values are "
+                "kept in time order and gaps in the timestamps are not filled with NaN",
+                path,
+            )
+    for key in order:
+        g = groups[key]
+        t, v = g["t"], g["v"].to_numpy()
+        start, end = t.iloc[0], t.iloc[-1]
+        starts[key] = int(start) if integer_time else pd.Timestamp(start)
+        if integer_time:
+            offsets = t.to_numpy() - start
+            if np.any(offsets % step):
+                raise SgemUserError(
+                    f"series {key!r}: time steps are not multiples of the step {step} the file "
+                    "mostly uses; give series on one regular time grid"
+                )
+            position = offsets // step
+            grid_len = int(position[-1]) + 1
+        elif freq is not None:
+            grid = pd.date_range(start, end, freq=freq)
+            position = grid.get_indexer(pd.DatetimeIndex(t))
+            if (position < 0).any():
+                off = pd.DatetimeIndex(t)[position < 0][0]
+                raise SgemUserError(
+                    f"series {key!r}: timestamp {off} is not on the {freq!r} grid the file's "
+                    f"series follow (from {start}); give all series in one frequency"
+                )
+            grid_len = len(grid)
+        else:
+            series[key] = v.astype(np.float64)
+            continue
+        full = np.full(grid_len, np.nan)
+        full[position] = v
+        series[key] = full
+    return SeriesData(series, starts, freq)
+
+
+# -- context and lengths --------------------------------------------------------------------------
+
+
+def _step(freq: str) -> pd.Timedelta:
+    """The length of one step of `freq` (a calendar month ~ 29-31 days, measured in 2000)."""
+    offset = to_offset(TSF_FREQUENCIES.get(freq.lower(), freq))
+    t = pd.Timestamp("2000-01-01")
+    return (t + 2 * offset) - (t + offset)
+
+
+def default_context(freq: str | None, horizon: int) -> int:
+    """A context length (past values the model sees) for series of frequency `freq`.
+
+    The rule: ``max(base, k * horizon)`` where base and k come from the step length:
+
+    ==================================  ===================================  ===
+    step                                base                                 k
+    ==================================  ===================================  ===
+    under a day (hourly, 30min, ...)    one week of steps, at most 512       4
+                                        (hourly 168, 30min 336, 10min 512)
+    a day to under a week (daily, B)    28                                   4
+    a week to under 28 days (weekly)    52                                   4
+    28 to 89 days (monthly)             24                                   2
+    90 to 364 days (quarterly)          12                                   2
+    a year or more                      8                                    2
+    unknown (`freq` None)               0                                    4
+    ==================================  ===================================  ===
+
+    So the context is always at least twice the horizon; hourly data with a 24-step horizon
+    gets 168, daily with 14 gets 56, monthly with 24 gets 48. `freq` is a pandas frequency
+    string ("h", "D", "MS") or a Monash `@frequency` name ("hourly", "half_hourly").
+    """
+    if int(horizon) < 1:
+        raise SgemUserError(f"horizon={horizon}: the forecast horizon must be at least 1 step")
+    horizon = int(horizon)
+    if freq is None:
+        return 4 * horizon
+    try:
+        step = _step(freq)
+    except ValueError as exc:
+        raise SgemUserError(
+            f"unknown frequency {freq!r}; give a pandas frequency string such as 'h', 'D', "
+            "'W', 'MS' or None"
+        ) from exc
+    day = pd.Timedelta(days=1)
+    if step < day:
+        base, k = min(int(pd.Timedelta(days=7) / step), 512), 4
+    elif step < 7 * day:
+        base, k = 28, 4
+    elif step < 28 * day:
+        base, k = 52, 4
+    elif step < 90 * day:
+        base, k = 24, 2
+    elif step < 365 * day:
+        base, k = 12, 2
+    else:
+        base, k = 8, 2
+    return max(base, k * horizon)
+
+
+def check_series_lengths(
+    series: SeriesData | Mapping[str, np.ndarray] | Sequence[np.ndarray],
+    context: int,
+    horizon: int,
+    *,
+    drop_short: bool = False,
+) -> list[str]:
+    """The names of the series long enough for one window of `context + horizon` values.
+
+    A series too short for that raises `SgemUserError` saying how many are too short, the
+    shortest length and the largest context that would fit; with `drop_short=True` the short
+    series are left out (a warning is logged) and only having none left raises.
+    """
+    if isinstance(series, SeriesData):
+        series = series.series
+    if not isinstance(series, Mapping):
+        series = {str(i): s for i, s in enumerate(series)}
+    if not series:
+        raise SgemUserError("no series given")
+    need = int(context) + int(horizon)
+    lengths = {name: len(values) for name, values in series.items()}
+    short = [name for name, n in lengths.items() if n < need]
+    if not short:
+        return list(series)
+    shortest_name = min(lengths, key=lengths.__getitem__)
+    shortest = lengths[shortest_name]
+    fits = shortest - int(horizon)
+    hint = (
+        f"use a context of at most {fits} (the shortest length minus the horizon)"
+        if fits >= 1
+        else f"the shortest series is not even longer than the horizon {horizon}: shorten it"
+    )
+    message = (
+        f"{len(short)} of {len(series)} series are shorter than context + horizon = "
+        f"{context} + {horizon} = {need} (the shortest, {shortest_name!r}, has {shortest} "
+        "values)"
+    )
+    if drop_short and len(short) < len(series):
+        log.warning("%s; they are left out (or %s)", message, hint)
+        dropped = set(short)
+        return [name for name in series if name not in dropped]
+    raise SgemUserError(f"{message}; {hint}, or leave the short series out")
+
+
+__all__ = [
+    "TSF_FREQUENCIES",
+    "SeriesData",
+    "check_series_lengths",
+    "default_context",
+    "read_long_series",
+]

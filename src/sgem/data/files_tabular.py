@@ -1,0 +1,439 @@
+"""Read a user's table (CSV, Parquet or NPZ) into float features, a target and an encoding.
+
+`read_table` turns a file into a `TabularData`: `x` float32 (n, d), `y` (int64 class codes
+or float32 values), the names of the d features, the task kind and the original class labels.
+Its `encoding` is a JSON-serialisable dict that says exactly how the raw columns became `x`
+(numeric columns as they are, categorical columns one-hot over their training categories), so
+that `encode_table(new_table, encoding)` builds the same features for a table at predict time.
+
+Every problem the user can fix raises `sgem.errors.SgemUserError` naming the problem and the
+fix. Row numbers in messages are 0-based data rows (the header is not counted).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SgemUserError
+
+log = logging.getLogger(__name__)
+
+TaskKind = Literal["classification", "regression"]
+
+#: a numeric target is read as classes when it is integer-valued with at most this many
+#: distinct values ...
+MAX_AUTO_CLASSES = 20
+#: ... and at most this fraction of the rows (or 2 distinct values, whatever the row count)
+MAX_AUTO_CLASS_FRACTION = 0.05
+#: a categorical feature with more categories than this is refused (one-hot would explode)
+MAX_CATEGORIES = 200
+#: the version tag written into every encoding
+ENCODING_FORMAT = "sgem.table/1"
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".parquet", ".pq", ".npz")
+
+
+@dataclass(eq=False)
+class TabularData:
+    """A table read by `read_table`.
+
+    Attributes:
+        x: float32 (n, d) features.
+        y: int64 class codes into `classes` (classification) or float32 values (regression).
+        feature_names: the d feature names (`col` for a numeric column, `col=category` for
+            each one-hot column of a categorical one).
+        task_kind: "classification" or "regression".
+        classes: the original target labels (str, int, float or bool), `classes[y[i]]` being
+            row i's label; None for regression.
+        encoding: JSON-serialisable description of how the raw columns became `x`; give it to
+            `encode_table` to encode a new table the same way.
+        target: the target column's name.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    feature_names: list[str]
+    task_kind: TaskKind
+    classes: list[Any] | None
+    encoding: dict[str, Any]
+    target: str
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+# -- reading files ----------------------------------------------------------------------------
+
+
+def _suffix(path: Path) -> str:
+    name = path.name.lower()
+    for suffix in sorted(TABLE_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            return suffix
+    return path.suffix.lower()
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise SgemUserError(
+            "reading Parquet files needs pyarrow, which is not installed: run "
+            "`pip install sgem[parquet]` (or `pip install pyarrow`), or save the table as CSV"
+        ) from exc
+
+
+def _existing_file(path: str | os.PathLike) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise SgemUserError(f"{path}: no such file; check the path")
+    if not path.is_file():
+        raise SgemUserError(f"{path} is a directory; give the path of a data file")
+    return path
+
+
+def read_frame(path: str | os.PathLike) -> pd.DataFrame:
+    """A CSV/TSV (optionally .gz) or Parquet file as a DataFrame, refusing empty files."""
+    path = _existing_file(path)
+    suffix = _suffix(path)
+    try:
+        if suffix in (".parquet", ".pq"):
+            _require_pyarrow()
+            frame = pd.read_parquet(path)
+        elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz"):
+            frame = pd.read_csv(path, sep="\t" if suffix.startswith(".tsv") else ",")
+        else:
+            raise SgemUserError(
+                f"{path}: unsupported file type {suffix or '(no suffix)'!r}; give a .csv, .tsv, "
+                ".parquet or .npz file"
+            )
+    except pd.errors.EmptyDataError as exc:
+        raise SgemUserError(f"{path} is empty; give a file with a header row and data") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise SgemUserError(
+            f"{path}: could not be read as {suffix} ({exc}); check the file"
+        ) from exc
+    if len(frame) == 0:
+        raise SgemUserError(f"{path} has no data rows (columns: {list(frame.columns)})")
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
+
+
+def _first_rows(mask: np.ndarray, k: int = 5) -> str:
+    rows = np.flatnonzero(mask)
+    shown = ", ".join(str(r) for r in rows[:k])
+    return shown + (", ..." if len(rows) > k else "")
+
+
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy / pandas scalar as the plain Python value JSON writes."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+# -- the target ---------------------------------------------------------------------------------
+
+
+def _auto_kind(y: pd.Series) -> TaskKind:
+    if not _is_numeric(y):
+        return "classification"
+    values = y.to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(values)) or not np.all(values == np.round(values)):
+        return "regression"
+    n_distinct = len(np.unique(values))
+    limit = min(MAX_AUTO_CLASSES, max(2, MAX_AUTO_CLASS_FRACTION * len(values)))
+    return "classification" if n_distinct <= limit else "regression"
+
+
+def _encode_target(
+    y: pd.Series, name: str, kind: TaskKind | None
+) -> tuple[np.ndarray, TaskKind, list[Any] | None]:
+    missing = y.isna().to_numpy()
+    if missing.any():
+        raise SgemUserError(
+            f"target column {name!r} has {int(missing.sum())} missing values (rows "
+            f"{_first_rows(missing)}); drop those rows or fill in their targets"
+        )
+    if kind is None:
+        kind = _auto_kind(y)
+    elif kind not in ("classification", "regression"):
+        raise SgemUserError(f"kind={kind!r}: expected 'classification', 'regression' or None")
+    if kind == "regression":
+        if not _is_numeric(y):
+            raise SgemUserError(
+                f"target column {name!r} is not numeric (e.g. {y.iloc[0]!r}), so it cannot be a "
+                "regression target; use kind='classification' or convert it to numbers"
+            )
+        values = y.to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise SgemUserError(
+                f"target column {name!r} has {int(bad.sum())} infinite values (rows "
+                f"{_first_rows(bad)}); drop or fix those rows"
+            )
+        return values.astype(np.float32), "regression", None
+    if _is_numeric(y) or pd.api.types.is_bool_dtype(y):
+        classes, codes = np.unique(y.to_numpy(), return_inverse=True)
+    else:
+        classes, codes = np.unique(y.astype(str).to_numpy(), return_inverse=True)
+    if len(classes) < 2:
+        raise SgemUserError(
+            f"target column {name!r} has a single class ({_scalar(classes[0])!r}); a classifier "
+            "needs at least two: check the target column, or the rows the file holds"
+        )
+    return codes.astype(np.int64), "classification", [_scalar(c) for c in classes]
+
+
+# -- the features -------------------------------------------------------------------------------
+
+
+def _column_spec(column: pd.Series, name: str) -> dict[str, Any]:
+    if _is_numeric(column):
+        return {"name": name, "kind": "numeric"}
+    if pd.api.types.is_bool_dtype(column):
+        return {"name": name, "kind": "bool"}
+    categories = sorted({str(v) for v in column.dropna().to_numpy()})
+    if len(categories) > MAX_CATEGORIES:
+        raise SgemUserError(
+            f"categorical column {name!r} has {len(categories)} distinct values (more than "
+            f"{MAX_CATEGORIES}): it looks like an identifier or free text; leave it out of the "
+            "features, or encode it as numbers yourself"
+        )
+    return {"name": name, "kind": "onehot", "categories": categories}
+
+
+def _check_missing_columns(frame: pd.DataFrame, wanted: list[str], what: str) -> None:
+    absent = [c for c in wanted if c not in frame.columns]
+    if absent:
+        raise SgemUserError(
+            f"{what} {absent} not in the table; its columns are {list(frame.columns)}"
+        )
+
+
+def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]]) -> np.ndarray:
+    blocks: list[np.ndarray] = []
+    bad: dict[str, np.ndarray] = {}
+    for spec in columns:
+        name = spec["name"]
+        column = frame[name]
+        if spec["kind"] == "onehot":
+            missing = column.isna().to_numpy()
+            values = column.astype(str).to_numpy()
+            index = {c: i for i, c in enumerate(spec["categories"])}
+            codes = np.array([index.get(v, -1) for v in values], dtype=np.int64)
+            unseen = (codes < 0) & ~missing
+            if unseen.any():
+                examples = sorted(set(values[unseen]))[:5]
+                log.warning(
+                    "column %r: %d rows hold categories not seen in training (%s); their one-hot "
+                    "features are all zero",
+                    name,
+                    int(unseen.sum()),
+                    ", ".join(repr(e) for e in examples),
+                )
+            if missing.any():
+                bad[name] = missing
+            block = np.zeros((len(frame), len(spec["categories"])), dtype=np.float32)
+            rows = np.flatnonzero(codes >= 0)
+            block[rows, codes[rows]] = 1.0
+            blocks.append(block)
+            continue
+        if spec["kind"] == "bool" or pd.api.types.is_bool_dtype(column):
+            values = column.astype("float64").to_numpy()
+        elif _is_numeric(column):
+            values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            raise SgemUserError(
+                f"column {name!r} was numeric in training but holds text here (e.g. "
+                f"{column.dropna().iloc[0]!r}); fix the column's values"
+            )
+        nonfinite = ~np.isfinite(values)
+        if nonfinite.any():
+            bad[name] = nonfinite
+        blocks.append(values.astype(np.float32)[:, None])
+    if bad:
+        any_bad = np.logical_or.reduce(list(bad.values()))
+        described = ", ".join(f"{c!r} ({int(m.sum())} rows)" for c, m in bad.items())
+        raise SgemUserError(
+            f"missing or infinite feature values in columns {described}; {int(any_bad.sum())} rows "
+            f"affected (rows {_first_rows(any_bad)}); drop or fill in those rows (e.g. "
+            "df.dropna()) before giving the table to sgem"
+        )
+    if not blocks:
+        return np.zeros((len(frame), 0), dtype=np.float32)
+    return np.concatenate(blocks, axis=1)
+
+
+def _feature_names(columns: list[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for spec in columns:
+        if spec["kind"] == "onehot":
+            names.extend(f"{spec['name']}={c}" for c in spec["categories"])
+        else:
+            names.append(spec["name"])
+    return names
+
+
+# -- public -----------------------------------------------------------------------------------
+
+
+def _read_npz(path: Path, target: str | None) -> tuple[pd.DataFrame, str]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {k: archive[k] for k in archive.files}
+    except ValueError as exc:
+        raise SgemUserError(
+            f"{path}: could not be read without pickle ({exc}); save plain numeric arrays "
+            "with np.savez(path, x=..., y=...)"
+        ) from exc
+    except (OSError, EOFError) as exc:
+        raise SgemUserError(f"{path}: not a readable .npz file ({exc})") from exc
+    if "x" not in arrays or "y" not in arrays:
+        raise SgemUserError(
+            f"{path} holds arrays {sorted(arrays)}; expected 'x' (n, d) features and 'y' (n,) "
+            "targets: save it with np.savez(path, x=x, y=y)"
+        )
+    x, y = arrays["x"], arrays["y"]
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
+        raise SgemUserError(
+            f"{path}: x has shape {x.shape} and y {y.shape}; expected x (n, d) and y (n,)"
+        )
+    if len(x) == 0:
+        raise SgemUserError(f"{path} holds no rows")
+    if not np.issubdtype(x.dtype, np.number) and x.dtype != bool:
+        raise SgemUserError(f"{path}: x has dtype {x.dtype}; expected numbers")
+    frame = pd.DataFrame(x, columns=[f"x{i}" for i in range(x.shape[1])])
+    name = target or "y"
+    frame[name] = y
+    return frame, name
+
+
+def read_table(
+    path: str | os.PathLike,
+    target: str | None = None,
+    features: list[str] | None = None,
+    categorical: Literal["onehot", "refuse"] = "onehot",
+    kind: TaskKind | None = None,
+) -> TabularData:
+    """Read a CSV/TSV (optionally gzipped), Parquet or NPZ file into a `TabularData`.
+
+    Args:
+        path: the file; its suffix picks the reader. An `.npz` holds arrays `x` (n, d) and
+            `y` (n,) (loaded without pickle); its features are named x0, x1, ...
+        target: the target column (required except for `.npz`).
+        features: the feature columns, in order (default: every column but the target).
+        categorical: "onehot" encodes every non-numeric feature column one-hot over its
+            sorted categories; "refuse" raises instead, naming the columns. Boolean columns
+            are read as 0/1.
+        kind: "classification" or "regression"; None decides from the target: a non-numeric
+            target is classes; a numeric one is classes when all its values are integers with
+            at most min(20, max(2, 5% of the rows)) distinct values, else regression.
+
+    Raises `SgemUserError` for a missing file or column, an empty file, a target with missing
+    values or a single class, missing or infinite feature values, refused categorical columns
+    and a Parquet file without pyarrow installed.
+    """
+    path = _existing_file(path)
+    if _suffix(path) == ".npz":
+        frame, target = _read_npz(path, target)
+        source_format = "npz"
+    else:
+        if target is None:
+            raise SgemUserError(f"{path}: name the target column (target=...)")
+        frame = read_frame(path)
+        source_format = _suffix(path).lstrip(".")
+    _check_missing_columns(frame, [target], "target column")
+    if features is None:
+        features = [c for c in frame.columns if c != target]
+    else:
+        features = [str(f) for f in features]
+        _check_missing_columns(frame, features, "feature columns")
+        if target in features:
+            raise SgemUserError(f"column {target!r} is the target; leave it out of features")
+    if not features:
+        raise SgemUserError(f"{path}: no feature columns besides the target {target!r}")
+    columns = [_column_spec(frame[c], c) for c in features]
+    categorical_columns = [c["name"] for c in columns if c["kind"] == "onehot"]
+    if categorical_columns and categorical == "refuse":
+        raise SgemUserError(
+            f"non-numeric feature columns {categorical_columns}: convert them to numbers, leave "
+            "them out of the features, or allow one-hot encoding (categorical='onehot')"
+        )
+    if categorical not in ("onehot", "refuse"):
+        raise SgemUserError(f"categorical={categorical!r}: expected 'onehot' or 'refuse'")
+    y, task_kind, classes = _encode_target(frame[target], target, kind)
+    x = _encode_columns(frame, columns)
+    names = _feature_names(columns)
+    encoding = {
+        "format": ENCODING_FORMAT,
+        "source_format": source_format,
+        "target": target,
+        "task_kind": task_kind,
+        "classes": classes,
+        "columns": columns,
+        "feature_names": names,
+    }
+    return TabularData(x, y, names, task_kind, classes, encoding, target)
+
+
+def encode_table(
+    table: pd.DataFrame | np.ndarray | str | os.PathLike, encoding: dict[str, Any]
+) -> np.ndarray:
+    """Features of a new table (a DataFrame, a file `read_table` reads, or for an all-numeric
+    encoding a 2-D array) built exactly as `read_table` built them: float32 (n, d).
+
+    The target column need not be there (it is ignored when it is). A missing feature column
+    raises `SgemUserError`; a category not seen in training gets all-zero one-hot features
+    and a logged warning.
+    """
+    if encoding.get("format") != ENCODING_FORMAT:
+        raise SgemUserError(
+            f"not an sgem table encoding (format {encoding.get('format')!r}, expected "
+            f"{ENCODING_FORMAT!r})"
+        )
+    columns = encoding["columns"]
+    if isinstance(table, str | os.PathLike):
+        path = _existing_file(table)
+        table = (
+            np.load(path, allow_pickle=False)["x"] if _suffix(path) == ".npz" else read_frame(path)
+        )
+    if isinstance(table, np.ndarray):
+        if any(c["kind"] == "onehot" for c in columns):
+            raise SgemUserError(
+                "this encoding has categorical columns; give a table with named columns"
+            )
+        x = table[:, None] if table.ndim == 1 else table
+        if x.ndim != 2 or x.shape[1] != len(columns):
+            raise SgemUserError(
+                f"array of shape {table.shape}; expected (n, {len(columns)}) features"
+            )
+        table = pd.DataFrame(x, columns=[c["name"] for c in columns])
+    table = table.rename(columns=str)
+    _check_missing_columns(table, [c["name"] for c in columns], "feature columns")
+    if len(table) == 0:
+        return np.zeros((0, len(encoding["feature_names"])), dtype=np.float32)
+    return _encode_columns(table, columns)
+
+
+__all__ = [
+    "MAX_AUTO_CLASSES",
+    "MAX_CATEGORIES",
+    "TabularData",
+    "encode_table",
+    "read_frame",
+    "read_table",
+]

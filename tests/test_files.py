@@ -1,0 +1,303 @@
+"""`sgem.data.files`: readers for the user's own tables, series and images, on small files
+written here; every user mistake is an `SgemUserError` naming the problem and the fix."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from sgem.data.files import (
+    check_series_lengths,
+    default_context,
+    encode_table,
+    read_image_folder,
+    read_image_npz,
+    read_images_for_predict,
+    read_long_series,
+    read_table,
+)
+from sgem.data.tsf import TSFData, write_tsf
+from sgem.errors import SgemUserError
+
+# -- tables -------------------------------------------------------------------------------------
+
+
+def _frame(n: int = 40) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "size": rng.normal(size=n).round(3),
+            "colour": np.array(["red", "green", "blue"])[np.arange(n) % 3],
+            "count": np.arange(n),
+            "label": np.where(np.arange(n) % 2 == 0, "cat", "dog"),
+        }
+    )
+
+
+def test_csv_with_string_target_and_categorical_column(tmp_path):
+    path = tmp_path / "t.csv"
+    _frame().to_csv(path, index=False)
+    data = read_table(path, target="label")
+    assert data.task_kind == "classification" and data.classes == ["cat", "dog"]
+    assert data.y.dtype == np.int64 and data.y[:4].tolist() == [0, 1, 0, 1]
+    assert data.x.dtype == np.float32 and data.x.shape == (40, 5)
+    assert data.feature_names == ["size", "colour=blue", "colour=green", "colour=red", "count"]
+    assert data.x[0, 1:4].tolist() == [0, 0, 1]  # red
+    # the encoding is JSON and rebuilds the same features from a new table
+    encoding = json.loads(json.dumps(data.encoding))
+    new = pd.read_csv(path).drop(columns="label")  # no target at predict time
+    np.testing.assert_array_equal(encode_table(new, encoding), data.x)
+    np.testing.assert_array_equal(encode_table(path, encoding), data.x)
+
+
+def test_encode_table_unseen_category_and_missing_column(tmp_path, caplog):
+    path = tmp_path / "t.csv"
+    _frame().to_csv(path, index=False)
+    encoding = read_table(path, target="label").encoding
+    new = _frame(3).drop(columns="label")
+    new.loc[1, "colour"] = "purple"
+    with caplog.at_level(logging.WARNING):
+        x = encode_table(new, encoding)
+    assert x[1, 1:4].tolist() == [0, 0, 0] and x[0, 1:4].tolist() == [0, 0, 1]
+    assert "'purple'" in caplog.text and "all zero" in caplog.text
+    with pytest.raises(SgemUserError, match=r"\['count'\] not in the table; its columns"):
+        encode_table(new.drop(columns="count"), encoding)
+
+
+def test_parquet_and_regression_target(tmp_path):
+    frame = _frame().assign(price=np.linspace(0.5, 20, 40))
+    path = tmp_path / "t.parquet"
+    frame.to_parquet(path)
+    data = read_table(path, target="price", features=["size", "count"])
+    assert data.task_kind == "regression" and data.classes is None
+    assert data.y.dtype == np.float32 and data.x.shape == (40, 2)
+    # integer-valued with few values: classes; an explicit kind wins
+    assert read_table(path, target="count", features=["size"]).task_kind == "regression"
+    small = frame.assign(grade=np.arange(40) % 2 + 1)
+    small.to_parquet(path)
+    graded = read_table(path, target="grade", features=["size"])
+    assert graded.task_kind == "classification" and graded.classes == [1, 2]
+    assert read_table(path, target="grade", features=["size"], kind="regression").y.dtype == (
+        np.float32
+    )
+
+
+def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
+    path = tmp_path / "t.parquet"
+    _frame().to_parquet(path)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` now fails
+    with pytest.raises(SgemUserError, match=r"pip install sgem\[parquet\]"):
+        read_table(path, target="label")
+
+
+def test_npz_table(tmp_path):
+    path = tmp_path / "t.npz"
+    x = np.arange(200, dtype=np.float64).reshape(100, 2)
+    np.savez(path, x=x, y=np.arange(100) % 3)  # 3 classes <= 5% of 100 rows
+    data = read_table(path)
+    assert data.feature_names == ["x0", "x1"] and data.task_kind == "classification"
+    assert data.classes == [0, 1, 2]
+    np.testing.assert_array_equal(encode_table(x, data.encoding), x.astype(np.float32))
+
+
+def test_table_errors(tmp_path):
+    path = tmp_path / "t.csv"
+    _frame().to_csv(path, index=False)
+    with pytest.raises(SgemUserError, match=r"'lbl'\] not in the table; its columns are \['size'"):
+        read_table(path, target="lbl")
+    with pytest.raises(SgemUserError, match=r"non-numeric feature columns \['colour'\].*onehot"):
+        read_table(path, target="label", categorical="refuse")
+
+    _frame().assign(label="cat").to_csv(path, index=False)
+    with pytest.raises(SgemUserError, match="single class"):
+        read_table(path, target="label")
+
+    bad = _frame()
+    bad.loc[[3, 7], "size"] = np.nan
+    bad["count"] = bad["count"].astype(float)
+    bad.loc[9, "count"] = np.inf
+    bad.to_csv(path, index=False)
+    with pytest.raises(SgemUserError, match=r"'size' \(2 rows\), 'count' \(1 rows\).*rows 3, 7, 9"):
+        read_table(path, target="label")
+
+    bad = _frame()
+    bad.loc[5, "label"] = None
+    bad.to_csv(path, index=False)
+    with pytest.raises(
+        SgemUserError, match=r"target column 'label' has 1 missing values \(rows 5\)"
+    ):
+        read_table(path, target="label")
+
+    path.write_text("")
+    with pytest.raises(SgemUserError, match="is empty"):
+        read_table(path, target="label")
+    path.write_text("a,b\n")
+    with pytest.raises(SgemUserError, match="no data rows"):
+        read_table(path, target="a")
+    with pytest.raises(SgemUserError, match="no such file"):
+        read_table(tmp_path / "nope.csv", target="a")
+    with pytest.raises(SgemUserError, match="unsupported file type"):
+        read_table(_touch(tmp_path / "t.xls"), "a")
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("x")
+    return path
+
+
+# -- series -------------------------------------------------------------------------------------
+
+
+def _long_csv(path: Path) -> None:
+    rows = []
+    for sid, n in (("b", 30), ("a", 50), ("c", 12)):
+        for i, t in enumerate(pd.date_range("2021-03-01", periods=n, freq="h")):
+            if sid == "a" and i in (10, 11):
+                continue  # a gap of two hours
+            rows.append((sid, t, float(i) if not (sid == "b" and i == 4) else np.nan))
+    frame = pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).sample(frac=1, random_state=0)
+    frame.to_csv(path, index=False)
+
+
+def test_long_csv_with_gap(tmp_path):
+    path = tmp_path / "long.csv"
+    _long_csv(path)
+    data = read_long_series(path)
+    assert data.freq == "h" and set(data.names) == {"a", "b", "c"}
+    assert data.lengths.tolist() == [len(data.series[k]) for k in data.names]
+    a, b, c = data.series["a"], data.series["b"], data.series["c"]
+    assert len(a) == 50 and np.isnan(a[10:12]).all() and a[12] == 12.0 and a.dtype == np.float64
+    assert len(b) == 30 and np.isnan(b[4]) and len(c) == 12 and not np.isnan(c).any()
+    assert data.start["a"] == pd.Timestamp("2021-03-01") and data.n_missing == 3
+    assert check_series_lengths(data, context=4, horizon=8) == data.names
+    with pytest.raises(
+        SgemUserError, match=r"1 of 3 series .* shortest, 'c', has 12 values.*at most 4"
+    ):
+        check_series_lengths(data, context=20, horizon=8)
+    assert check_series_lengths(data, 20, 8, drop_short=True) == [n for n in data.names if n != "c"]
+
+
+def test_long_series_errors_and_tsf(tmp_path):
+    path = tmp_path / "long.csv"
+    pd.DataFrame({"id": ["x", "x"], "ds": ["2020-01-01", "2020-01-01"], "y": [1, 2]}).to_csv(
+        path, index=False
+    )
+    with pytest.raises(SgemUserError, match=r"columns \['unique_id'\] not found"):
+        read_long_series(path)
+    with pytest.raises(SgemUserError, match="repeat an \\(id, time\\) pair"):
+        read_long_series(path, id_col="id")
+    tsf = write_tsf(
+        TSFData(
+            [np.arange(5.0), np.array([1.0, np.nan, 3.0])],
+            [{"series_name": "T1"}, {"series_name": "T2"}],
+            {"series_name": "string"},
+            frequency="monthly",
+            horizon=2,
+        ),
+        tmp_path / "m.tsf",
+    )
+    zipped = tmp_path / "m.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.write(tsf, "m.tsf")
+    for source in (tsf, zipped):
+        data = read_long_series(source)
+        assert data.names == ["T1", "T2"] and data.freq == "MS" and data.horizon == 2
+        assert np.isnan(data.series["T2"][1])
+
+
+def test_default_context_rule():
+    assert default_context("h", 24) == 168 and default_context("hourly", 48) == 192
+    assert default_context("D", 14) == 56 and default_context("D", 3) == 28
+    assert default_context("MS", 24) == 48 and default_context("monthly", 6) == 24
+    assert default_context("30min", 10) == 336 and default_context("10min", 10) == 512
+    assert default_context("W", 8) == 52 and default_context("QS", 8) == 16
+    assert default_context("YS", 6) == 12 and default_context(None, 10) == 40
+    for freq in ("h", "D", "W", "MS", "QS", "YS", "4s", None):
+        for horizon in (1, 7, 60, 300):
+            assert default_context(freq, horizon) >= 2 * horizon
+    with pytest.raises(SgemUserError, match="unknown frequency"):
+        default_context("fortnightly-ish", 3)
+
+
+# -- images -------------------------------------------------------------------------------------
+
+
+def _image(path: Path, size=(8, 6), colour=(200, 10, 10), mode="RGB") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new(mode, size, colour if mode == "RGB" else colour[0]).save(path)
+
+
+@pytest.fixture
+def image_folder(tmp_path) -> Path:
+    root = tmp_path / "imgs"
+    for i in range(3):
+        _image(root / "cats" / f"c{i}.png")
+    _image(root / "cats" / "c3.jpg", colour=(0, 0, 250))
+    _image(root / "dogs" / "d0.png", mode="L", colour=(90,))
+    _image(root / "dogs" / "sub" / "d1.jpeg", size=(16, 12))  # another size
+    (root / "dogs" / "notes.txt").write_text("not an image")
+    (root / ".DS_Store").write_text("x")
+    return root
+
+
+def test_image_folder(image_folder, caplog):
+    with caplog.at_level(logging.WARNING):
+        data = read_image_folder(image_folder)
+    assert data.x.shape == (6, 6, 8, 3) and data.x.dtype == np.uint8
+    assert data.class_names == ["cats", "dogs"] and data.y.tolist() == [0, 0, 0, 0, 1, 1]
+    assert data.files[-1] == "dogs/sub/d1.jpeg" and data.n_resized == 1
+    assert "resized 1 of 6 images to 6x8" in caplog.text
+    assert data.x[0, 0, 0].tolist() == [200, 10, 10] and data.x[4, 0, 0].tolist() == [90, 90, 90]
+    sized = read_image_folder(image_folder, image_size=4)
+    assert sized.x.shape == (6, 4, 4, 3) and sized.n_resized == 6
+    x, names = read_images_for_predict(image_folder, image_size=(6, 8))
+    assert x.shape == (6, 6, 8, 3) and names == data.files
+    x, names = read_images_for_predict(image_folder / "cats" / "c3.jpg")
+    assert x.shape == (1, 6, 8, 3) and names == ["c3.jpg"]
+
+
+def test_image_folder_errors(image_folder, tmp_path):
+    (image_folder / "dogs" / "broken.png").write_bytes(b"\x89PNG not really")
+    with pytest.raises(SgemUserError, match=r"broken\.png: not a readable image"):
+        read_image_folder(image_folder)
+    (image_folder / "dogs" / "broken.png").unlink()
+    (image_folder / "birds").mkdir()
+    with pytest.raises(SgemUserError, match=r"class folders \['birds'\] hold no images"):
+        read_image_folder(image_folder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SgemUserError, match="is empty; put one sub-folder per class"):
+        read_image_folder(empty)
+    _image(empty / "loose.png")
+    with pytest.raises(SgemUserError, match="no class folders"):
+        read_image_folder(empty)
+    with pytest.raises(SgemUserError, match="no such folder"):
+        read_image_folder(tmp_path / "missing")
+
+
+def test_image_npz(tmp_path):
+    path = tmp_path / "i.npz"
+    x = np.zeros((5, 4, 4), dtype=np.uint8)
+    np.savez(path, x=x, y=np.array([3, 7, 3, 7, 7]))
+    data = read_image_npz(path)
+    assert data.x.shape == (5, 4, 4, 1) and data.y.tolist() == [0, 1, 0, 1, 1]
+    assert data.class_names == ["3", "7"]
+    np.savez(
+        path, x=x[..., None].repeat(3, -1), y=np.array([0, 1, 0, 1, 1]), class_names=["a", "b"]
+    )
+    data = read_image_npz(path)
+    assert data.x.shape == (5, 4, 4, 3) and data.class_names == ["a", "b"]
+    np.savez(path, x=x.astype(np.float32), y=np.zeros(5))
+    with pytest.raises(SgemUserError, match="expected uint8"):
+        read_image_npz(path)
+    np.savez(path, images=x)
+    with pytest.raises(SgemUserError, match=r"holds arrays \['images'\]; expected 'x'"):
+        read_image_npz(path)
