@@ -13,9 +13,43 @@ from typing import Literal
 
 import numpy as np
 
+from ..errors import SgemUserError
+
 LossKind = Literal["cross_entropy", "student_t"]
 
 MIN_CLUSTERS = 3
+
+#: Training runs in float32: a finite float64 beyond this would become inf there.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _first(indices: np.ndarray, k: int) -> str:
+    shown = ", ".join(str(int(i)) for i in indices[:k])
+    return shown + (", ..." if len(indices) > k else "")
+
+
+def bad_values_report(x: np.ndarray) -> str | None:
+    """None when every value of `x` (n_samples, ...) is finite and fits float32, else a
+    sentence naming the problem, how many rows and which feature columns (flattened index
+    per sample), with the first few of each. Integer and boolean arrays always pass."""
+    n = x.shape[0] if x.ndim else 0
+    if not n or not x.size or not np.issubdtype(x.dtype, np.floating):
+        return None
+    flat = x.reshape(n, -1)
+    if not np.isfinite(flat).all():
+        problem, bad = "NaN or inf", ~np.isfinite(flat)
+    elif flat.dtype.itemsize > 4 and (flat.max() > FLOAT32_MAX or flat.min() < -FLOAT32_MAX):
+        # float32 and narrower cannot exceed it; max/min avoid a copy of a large array
+        problem = f"values too large (|x| > {FLOAT32_MAX:.3g}, beyond float32, which training uses)"
+        bad = np.abs(flat) > FLOAT32_MAX
+    else:
+        return None
+    rows = np.flatnonzero(bad.any(axis=1))
+    cols = np.flatnonzero(bad.any(axis=0))
+    return (
+        f"{problem} in {len(rows)} sample(s) (rows {_first(rows, 5)}), in {len(cols)} "
+        f"feature column(s) ({_first(cols, 10)})"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +71,9 @@ class Split:
             value = getattr(self, name)
             if value is not None and not isinstance(value, np.ndarray):
                 object.__setattr__(self, name, np.asarray(value))
+        c = self.cluster
+        if c is not None and c.size == 0 and not np.issubdtype(c.dtype, np.integer):
+            object.__setattr__(self, "cluster", c.astype(np.int64))  # [] is float
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -101,18 +138,18 @@ class ClusteredTask:
 def _validate_task(task: ClusteredTask) -> None:
     m = task.n_clusters
     if not isinstance(m, int | np.integer) or m < MIN_CLUSTERS:
-        raise ValueError(
+        raise SgemUserError(
             f"n_clusters must be an integer >= {MIN_CLUSTERS} (got {m!r}): SGEM routes clusters "
             "to experts, and with fewer than 3 clusters there is no routing to search. "
             "Use more clusters (e.g. n_clusters=20)."
         )
     if task.loss not in ("cross_entropy", "student_t"):
-        raise ValueError(f"loss must be 'cross_entropy' or 'student_t', got {task.loss!r}")
+        raise SgemUserError(f"loss must be 'cross_entropy' or 'student_t', got {task.loss!r}")
     for name in ("train", "val", "test"):
         _validate_split(getattr(task, name), name, task)
     if task.loss == "cross_entropy":
         if not isinstance(task.n_classes, int | np.integer) or task.n_classes < 2:
-            raise ValueError(
+            raise SgemUserError(
                 f"a classification task needs n_classes >= 2 (got {task.n_classes!r}); pass "
                 "n_classes=..., or build the task with sgem.build_task, which infers it"
             )
@@ -122,7 +159,7 @@ def _validate_task(task: ClusteredTask) -> None:
                 continue
             lo, hi = int(split.y.min()), int(split.y.max())
             if lo < 0 or hi >= task.n_classes:
-                raise ValueError(
+                raise SgemUserError(
                     f"{name} labels must lie in 0..{task.n_classes - 1} (n_classes="
                     f"{task.n_classes}), found {lo}..{hi}. Re-encode labels, e.g. with "
                     "np.unique(y, return_inverse=True)."
@@ -132,13 +169,13 @@ def _validate_task(task: ClusteredTask) -> None:
     for counts, split in ((train_counts, "training"), (val_counts, "validation")):
         empty = np.flatnonzero(counts == 0)
         if empty.size:
-            raise ValueError(
+            raise SgemUserError(
                 f"cluster(s) {empty.tolist()} have no {split} samples. Every cluster needs "
                 f"{split} data: the surrogate's targets are per-cluster validation losses. "
                 "Use fewer clusters, a larger validation fraction, or merge small clusters."
             )
     if task.oracle_partition is not None and len(task.oracle_partition) != m:
-        raise ValueError(
+        raise SgemUserError(
             f"oracle_partition has length {len(task.oracle_partition)}, expected one group "
             f"per cluster ({m})."
         )
@@ -146,28 +183,46 @@ def _validate_task(task: ClusteredTask) -> None:
 
 def _validate_split(split: Split, name: str, task: ClusteredTask) -> None:
     x, y, c = split.x, split.y, split.cluster
-    if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)):
-        raise TypeError(f"{name}: x and y must be numpy arrays")
+    if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and isinstance(c, np.ndarray)):
+        raise SgemUserError(f"{name}: x, y and cluster must be arrays (cluster: one id per sample)")
     if x.ndim < 2:
-        raise ValueError(f"{name}: x must have shape (n_samples, ...features), got {x.shape}")
+        raise SgemUserError(f"{name}: x must have shape (n_samples, ...features), got {x.shape}")
     n = x.shape[0]
-    if y.shape[0] != n or c.shape != (n,):
-        raise ValueError(
+    if y.ndim == 0 or c.ndim == 0 or y.shape[0] != n or c.shape != (n,):
+        raise SgemUserError(
             f"{name}: x, y and cluster ids must have the same number of samples, got "
             f"x {x.shape}, y {y.shape}, cluster {c.shape}"
         )
-    if n and not np.isfinite(x).all():
-        bad = int((~np.isfinite(x)).reshape(n, -1).any(axis=1).sum())
-        raise ValueError(
-            f"{name}: x contains NaN or inf in {bad} sample(s). Impute or drop them before "
-            "building the task."
+    if not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_) or np.iscomplexobj(x):
+        raise SgemUserError(
+            f"{name}: x must hold real numbers, got dtype {x.dtype}. Encode text or "
+            "categorical columns as numbers (e.g. one-hot) first."
         )
+    report = bad_values_report(x)
+    if report is not None:
+        fix = (
+            "Impute or drop them"
+            if report.startswith("NaN")
+            else "Rescale or standardise the features"
+        )
+        raise SgemUserError(f"{name}: x contains {report}. {fix} before building the task.")
     if task.loss == "cross_entropy" and n and not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"{name}: classification labels must be integers, got dtype {y.dtype}")
-    if task.loss == "student_t" and n and not np.isfinite(y).all():
-        raise ValueError(f"{name}: targets contain NaN or inf")
+        raise SgemUserError(f"{name}: classification labels must be integers, got dtype {y.dtype}")
+    if task.loss == "student_t" and n:
+        if not np.issubdtype(y.dtype, np.number) or np.iscomplexobj(y):
+            raise SgemUserError(f"{name}: targets must be real numbers, got dtype {y.dtype}")
+        report = bad_values_report(y.reshape(n, -1))
+        if report is not None:
+            raise SgemUserError(
+                f"{name}: targets contain {report.replace('feature column', 'target column')}"
+            )
+    if n and not np.issubdtype(c.dtype, np.integer):
+        raise SgemUserError(
+            f"{name}: cluster ids must be integers, got dtype {c.dtype}; pass them as "
+            "integer ids 0..M-1 (e.g. np.unique(ids, return_inverse=True)[1])"
+        )
     if n and (c.min() < 0 or c.max() >= task.n_clusters):
-        raise ValueError(
+        raise SgemUserError(
             f"{name}: cluster ids must lie in 0..{task.n_clusters - 1}, found "
             f"{int(c.min())}..{int(c.max())}"
         )
