@@ -37,11 +37,7 @@ from sgem.data.images import (
 )
 
 OFFLINE = Path(OFFLINE_IMAGE_DIR)
-needs_offline = pytest.mark.skipif(
-    not (OFFLINE / "cifar10_subset_train.npz").is_file()
-    or not (OFFLINE / "t10k-images-idx3-ubyte.gz").is_file(),
-    reason=f"offline image files not in {OFFLINE}",
-)
+needs_offline = pytest.mark.requires_shared_data("images")
 
 
 def rand_images(n, h=32, w=32, c=3, seed=0):

@@ -12,12 +12,10 @@ import pytest
 import yaml
 
 from sgem.cli import main
-from sgem.data.images import OFFLINE_IMAGE_DIR
 from sgem.pipeline import preset, run_experiment
 from sgem.search.config import SearchConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-OFFLINE = Path(OFFLINE_IMAGE_DIR)
 RUN_SECTIONS = ("task", "space", "search", "final_epochs", "device", "torch_threads")
 
 TINY = {
@@ -40,11 +38,7 @@ TINY = {
 }
 
 
-@pytest.mark.skipif(
-    not (OFFLINE / "cifar10_subset_train.npz").is_file()
-    or not (OFFLINE / "t10k-images-idx3-ubyte.gz").is_file(),
-    reason=f"offline image files not in {OFFLINE}",
-)
+@pytest.mark.requires_shared_data("images")
 def test_images_offline_end_to_end(tmp_path) -> None:
     config = tmp_path / "images-tiny.yaml"
     config.write_text(yaml.safe_dump(TINY))

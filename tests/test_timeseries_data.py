@@ -10,7 +10,6 @@ from sgem.data.timeseries import (
     DESCRIPTOR_NAMES,
     MONASH_FILES,
     OFFLINE_FILES,
-    OFFLINE_TIMESERIES_DIR,
     assign_windows,
     load_domains,
     make_timeseries_task,
@@ -20,16 +19,11 @@ from sgem.data.timeseries import (
 )
 from sgem.data.tsf import TSFData, write_tsf
 
-pytestmark = pytest.mark.skipif(
-    not all((OFFLINE_TIMESERIES_DIR / f).is_file() for f in OFFLINE_FILES.values()),
-    reason="offline time-series stand-ins absent",
-)
-
 CONTEXT, HORIZON = 96, 24
 
 
 @pytest.fixture(scope="module")
-def domains():
+def domains(shared_timeseries_dir):
     return load_domains(offline=True)
 
 

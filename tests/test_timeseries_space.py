@@ -24,7 +24,7 @@ def space():
 
 
 @pytest.fixture(scope="module")
-def task():
+def task(shared_timeseries_dir):
     return make_timeseries_task(offline=True, n_windows=600, n_clusters=5, seed=0)
 
 

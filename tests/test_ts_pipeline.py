@@ -10,22 +10,16 @@ import pytest
 import torch
 
 from sgem.cli import main
-from sgem.data.timeseries import OFFLINE_FILES, OFFLINE_TIMESERIES_DIR
+from sgem.data.timeseries import OFFLINE_FILES
 from sgem.moe.cluster_gated import ClusterGatedMoE, steps_for_epochs
 from sgem.pipeline import PRESETS, build_space, build_task_from_config, load_config
 from sgem.space.timeseries import TimeSeriesSpace
 
 SMOKE = Path(__file__).resolve().parents[1] / "configs" / "ts-smoke.yaml"
-needs_data = pytest.mark.skipif(
-    not all((OFFLINE_TIMESERIES_DIR / f).is_file() for f in OFFLINE_FILES.values()),
-    reason="offline time-series stand-ins absent",
-)
 
 
 @pytest.fixture(scope="module")
-def ts_run(tmp_path_factory) -> tuple[Path, dict, str]:
-    if not all((OFFLINE_TIMESERIES_DIR / f).is_file() for f in OFFLINE_FILES.values()):
-        pytest.skip("offline time-series stand-ins absent")
+def ts_run(tmp_path_factory, shared_timeseries_dir) -> tuple[Path, dict, str]:
     out = tmp_path_factory.mktemp("runs") / "ts"
     threads = torch.get_num_threads()
     import contextlib
@@ -40,7 +34,6 @@ def ts_run(tmp_path_factory) -> tuple[Path, dict, str]:
     return out, json.loads((out / "result.json").read_text()), buf.getvalue()
 
 
-@needs_data
 def test_cli_run_writes_forecasting_scores_and_recovery(ts_run):
     out, result, printed = ts_run
     assert "MoE test CRPS" in printed and "oracle match" in printed

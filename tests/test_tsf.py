@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sgem.data.paths import shared_data_dir
+from sgem.data.timeseries import OFFLINE_TIMESERIES_DIR
 from sgem.data.tsf import TSFData, TSFFormatError, read_tsf, write_tsf
 
-TIMESERIES = shared_data_dir() / "timeseries"
-TOURISM = TIMESERIES / "tourism_monthly.tsf"
+TOURISM = OFFLINE_TIMESERIES_DIR / "tourism_monthly.tsf"
 
-needs_tourism = pytest.mark.skipif(not TOURISM.is_file(), reason="offline tourism file absent")
+needs_tourism = pytest.mark.requires_shared_data("timeseries", files=(TOURISM.name,))
 
 
 @needs_tourism
