@@ -1,12 +1,19 @@
-"""The `sgem` command: run, resume, plot, ops, download."""
+"""The `sgem` command: run, resume, predict, show, plot, ops, download.
+
+User mistakes (`SgemUserError` and the older ValueError-based errors) print one line and
+exit with code 2; anything else is a bug and prints its traceback with a request to report
+it. Heavy imports happen inside the commands, so `sgem --help` starts fast.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
+from collections.abc import Callable
 
-from .rundir import RunDirectoryError
-from .store import StoreError
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 def _add_executor_flags(p: argparse.ArgumentParser) -> None:
@@ -37,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Structure-aware NAS for Mixture-of-Experts (surrogate-assisted EM).",
     )
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a preset end to end (search, final MoE, test)")
+    run = sub.add_parser("run", help="run a preset end to end (search, final MoE, test, model)")
     run.add_argument(
         "preset",
         help="which experiment: toy, ts-offline (CPU-sized), ts-paper (GPU, Monash), "
@@ -51,6 +58,27 @@ def _parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="continue an interrupted run from its checkpoint")
     resume.add_argument("rundir", help="the run directory to continue")
     _add_executor_flags(resume)
+    predict = sub.add_parser(
+        "predict",
+        help="predict with a saved model: one row per sample (or per series and step)",
+    )
+    predict.add_argument("model", help="a run directory (its model/) or a model directory")
+    predict.add_argument(
+        "input",
+        help="tabular: CSV/Parquet/NPZ; forecasting: long-format CSV/Parquet (unique_id, ds, "
+        "y) or .tsf; images: a folder of images or NPZ",
+    )
+    predict.add_argument("--out", required=True, help="where to write (CSV, or .parquet)")
+    predict.add_argument(
+        "--quantiles",
+        default="0.1,0.5,0.9",
+        help="forecast quantiles, comma-separated (default 0.1,0.5,0.9)",
+    )
+    show = sub.add_parser("show", help="print the model card and draw each expert's cell")
+    show.add_argument("model", help="a run directory or a model directory")
+    show.add_argument(
+        "--cells", default=None, help="where to draw the cells (default MODEL/cells.png)"
+    )
     plot = sub.add_parser(
         "plot",
         help="(re)draw convergence.png (and, for an image run, cluster_representatives.png) "
@@ -66,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     ops.add_argument("--json", default=None, help="also write the table as JSON here")
     download = sub.add_parser(
         "download",
-        help="fetch an original image dataset (cifar10, cifar100, svhn, mnist), MD5-checked",
+        help="fetch an original dataset (cifar10, cifar100, svhn, mnist), checksum-verified",
     )
     download.add_argument("name", help="cifar10, cifar100, svhn or mnist")
     download.add_argument("directory", help="where to put it (the directory task.directory names)")
@@ -79,90 +107,150 @@ def _parser() -> argparse.ArgumentParser:
 
 def _fail(message: str) -> int:
     print(f"sgem: error: {message}", file=sys.stderr)
-    return 2
+    return EXIT_USER_ERROR
+
+
+# -- commands --------------------------------------------------------------------------------
+def _run(args: argparse.Namespace) -> int:
+    from .pipeline import resume_experiment, run_experiment, summarise
+
+    out = args.rundir if args.command == "resume" else args.out
+    if out is None:
+        out = f"runs/{args.preset}-seed{args.seed}"
+    common = dict(
+        progress=not args.quiet,
+        executor=args.executor,
+        workers=args.workers,
+        ray_address=args.ray_address,
+        gpus_per_task=args.gpus_per_task,
+    )
+    try:
+        if args.command == "run":
+            result = run_experiment(
+                args.preset, seed=args.seed, out=out, config_file=args.config, **common
+            )
+        else:
+            result = resume_experiment(out, **common)
+    except KeyboardInterrupt:
+        print(
+            f"\nsgem: interrupted. Finished trainings are saved in {out}/store.sqlite; "
+            f"continue with:\n    sgem resume {out}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if result.get("reused"):
+        print("(this run directory already holds the finished run with this config)")
+    print(summarise(result))
+    print(f"  run directory: {out}  (model: {out}/model; sgem show {out})")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from .errors import SgemUserError
+    from .moe.model import load
+    from .predict_io import predict_file, write_table
+
+    try:
+        quantiles = tuple(float(q) for q in args.quantiles.split(","))
+    except ValueError as exc:
+        raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
+    model = load(args.model)
+    frame = predict_file(model, args.input, quantiles=quantiles)
+    path = write_table(frame, args.out)
+    print(f"wrote {len(frame)} rows to {path}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .moe.model import load
+    from .report_cells import draw_cells
+
+    model = load(args.model)
+    print(model.summary())
+    spec = model.spec
+    cells = Path(args.cells) if args.cells else Path(args.model) / "model" / "cells.png"
+    if not cells.parent.is_dir():
+        cells = Path(args.model) / "cells.png"
+    titles = [
+        f"expert {k} ({int((model.assignment == k).sum())} clusters)" for k in range(spec.n_experts)
+    ]
+    draw_cells(spec.architectures, cells, spec.space.get("kind", "tabular"), titles)
+    print(f"  cells drawn in {cells}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .report import plot_convergence
+    from .rundir import RunDirectory, RunDirectoryError
+
+    rundir = RunDirectory(args.rundir)
+    if not rundir.file("trace.jsonl").exists():
+        raise RunDirectoryError(f"{args.rundir} holds no trace.jsonl: not a run directory")
+    paths = [plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))]
+    task_cfg = rundir.read_config().get("run", {}).get("task", {})
+    if rundir.is_complete and task_cfg.get("name") == "images":
+        from .report_images import plot_run_representatives
+
+        paths.append(plot_run_representatives(rundir.path))
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def _ops(args: argparse.Namespace) -> int:
+    import json
+
+    from .analysis import format_op_table, load_run, op_effects
+
+    runs = [load_run(d) for d in args.rundirs]
+    table = op_effects(runs, n_bootstrap=args.bootstrap)
+    print(format_op_table(table))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    from .data.download import download_dataset
+
+    paths = download_dataset(args.name, args.directory, mirror=args.mirror, progress=not args.quiet)
+    for path in paths:
+        print(f"ready: {path}")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": _run,
+    "resume": _run,
+    "predict": _predict,
+    "show": _show,
+    "plot": _plot,
+    "ops": _ops,
+    "download": _download,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in ("run", "resume"):
-        from .pipeline import resume_experiment, run_experiment, summarise
-
-        out = (
-            args.rundir
-            if args.command == "resume"
-            else (args.out or f"runs/{args.preset}-seed{args.seed}")
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, FileNotFoundError, ConnectionError, ImportError, PermissionError) as exc:
+        # SgemUserError, RunDirectoryError and StoreError are ValueErrors: the user's to fix
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        print("\nsgem: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception:
+        traceback.print_exc()
+        print(
+            "sgem: internal error (a bug, not your input). Please report it with the "
+            "traceback above and the command you ran.",
+            file=sys.stderr,
         )
-        common = dict(
-            progress=not args.quiet,
-            executor=args.executor,
-            workers=args.workers,
-            ray_address=args.ray_address,
-            gpus_per_task=args.gpus_per_task,
-        )
-        try:
-            if args.command == "run":
-                result = run_experiment(
-                    args.preset, seed=args.seed, out=out, config_file=args.config, **common
-                )
-            else:
-                result = resume_experiment(out, **common)
-        except (RunDirectoryError, StoreError, ValueError, ConnectionError, ImportError) as exc:
-            return _fail(str(exc))
-        except KeyboardInterrupt:
-            print(
-                f"\nsgem: interrupted. Finished trainings are saved in {out}/store.sqlite; "
-                f"continue with:\n    sgem resume {out}",
-                file=sys.stderr,
-            )
-            return 130
-        if result.get("reused"):
-            print("(this run directory already holds the finished run with this config)")
-        print(summarise(result))
-        print(f"  run directory: {out}")
-    elif args.command == "plot":
-        from .report import plot_convergence
-        from .rundir import RunDirectory
-
-        rundir = RunDirectory(args.rundir)
-        try:
-            if not rundir.file("trace.jsonl").exists():
-                raise RunDirectoryError(f"{args.rundir} holds no trace.jsonl: not a run directory")
-            paths = [plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))]
-            task_cfg = rundir.read_config().get("run", {}).get("task", {})
-            if rundir.is_complete and task_cfg.get("name") == "images":
-                from .report_images import plot_run_representatives
-
-                paths.append(plot_run_representatives(rundir.path))
-        except (RunDirectoryError, ValueError, FileNotFoundError) as exc:
-            return _fail(str(exc))
-        for path in paths:
-            print(f"wrote {path}")
-    elif args.command == "ops":
-        import json
-
-        from .analysis import format_op_table, load_run, op_effects
-
-        try:
-            runs = [load_run(d) for d in args.rundirs]
-            table = op_effects(runs, n_bootstrap=args.bootstrap)
-        except ValueError as exc:
-            return _fail(str(exc))
-        print(format_op_table(table))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(table, f, indent=1)
-    elif args.command == "download":
-        from .data.download import download_dataset
-
-        try:
-            paths = download_dataset(
-                args.name, args.directory, mirror=args.mirror, progress=not args.quiet
-            )
-        except (ValueError, ConnectionError) as exc:
-            return _fail(str(exc))
-        for path in paths:
-            print(f"ready: {path}")
-    return 0
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

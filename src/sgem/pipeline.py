@@ -417,7 +417,12 @@ def _execute(
         moe,
         search.trainer_.n_out,
         metrics=model_metrics(result),
-        info={"seed": seed, "method": "sgem", "crps_samples": int(run_cfg.get("crps_samples", 100))},
+        info={
+            "seed": seed,
+            "method": "sgem",
+            "crps_samples": int(run_cfg.get("crps_samples", 100)),
+            "torch_threads": int(run_cfg["torch_threads"]),
+        },
     )
     result["model"] = MODEL_DIR
     rundir.write_result(result)

@@ -314,10 +314,10 @@ def save_final_moe(
 
 __all__ = [
     "FORMAT_VERSION",
-    "save_final_moe",
     "ModelSpec",
     "load_parts",
     "read_model_json",
+    "save_final_moe",
     "save_model",
     "spec_for",
 ]

@@ -14,6 +14,7 @@ stored centroid, that cluster's expert.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,6 +88,18 @@ class Forecast:
             cluster=np.repeat(self.cluster, h),
         )
         return pd.DataFrame(cols)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None):
+    """Run a block on `n` torch threads (None: as is), restoring the count afterwards."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class SgemModel:
@@ -175,9 +188,7 @@ class SgemModel:
         return values * float(target["std"]) + float(target["mean"])
 
     # -- forecasting -----------------------------------------------------------------------
-    def forecast(
-        self, series: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES
-    ) -> Forecast:
+    def forecast(self, series: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
         """Forecast the next `horizon` steps of each series (each of length >= context),
         in the series' own units: the window scaling is undone on every output."""
         self._require(self.is_forecaster, "forecast", "forecasting")
@@ -196,16 +207,20 @@ class SgemModel:
         self,
         x: Any,
         y: Any = None,
-        crps_samples: int = 100,
+        crps_samples: int | None = None,
         seed: int | None = None,
     ) -> dict:
         """The test metrics of result.json on labelled data.
 
         `x` is raw data with labels `y` (routed as new samples), or a `Split` of a task
         built like the run's (preprocessed, cluster ids known, e.g. `task.test`): then the
-        scores equal the run's exactly. `seed` (default: the run's) drives the sample CRPS.
+        scores equal the run's exactly (the forward pass runs on the run's torch thread
+        count, since a different count changes float summation order). `seed` and
+        `crps_samples` (default: the run's) drive the sample CRPS.
         """
-        seed = int(self.spec.info.get("seed", 0)) if seed is None else int(seed)
+        info = self.spec.info
+        seed = int(info.get("seed", 0)) if seed is None else int(seed)
+        crps_samples = int(info.get("crps_samples", 100)) if crps_samples is None else crps_samples
         source = None
         if isinstance(x, Split):
             x_model, cluster, y, source = x.x, x.cluster, x.y, x.source
@@ -220,7 +235,8 @@ class SgemModel:
                 y = self._encode_labels(y)
         if len(y) != len(x_model):
             raise SgemUserError(f"x has {len(x_model)} samples but y has {len(y)}")
-        out = self.outputs(x_model, cluster)
+        with _torch_threads(info.get("torch_threads")):
+            out = self.outputs(x_model, cluster)
         return score_outputs(
             out,
             np.asarray(y),

@@ -62,7 +62,7 @@ class TabularPreprocessor:
 
     @property
     def n_features(self) -> int:
-        return int(len(self.mean))
+        return len(self.mean)
 
     @classmethod
     def from_task(cls, task: ClusteredTask) -> TabularPreprocessor:
@@ -94,9 +94,7 @@ class TabularPreprocessor:
 
     @classmethod
     def from_state(cls, state: dict, arrays: Arrays) -> TabularPreprocessor:
-        return cls(
-            arrays["mean"], arrays["std"], arrays["centroids"], state.get("feature_names")
-        )
+        return cls(arrays["mean"], arrays["std"], arrays["centroids"], state.get("feature_names"))
 
 
 @dataclass

@@ -1,0 +1,164 @@
+"""`sgem predict`: read a file for a saved model, predict, write one row per sample or step.
+
+Inputs by model kind: a classifier or regressor on tables reads CSV / Parquet (the model's
+feature columns, encoded as in training) or NPZ (`x`); a forecaster reads a long-format
+CSV / Parquet (`unique_id`, `ds`, `y`) or a Monash `.tsf` file; an image model reads a
+folder of images (resized to the model's size, with a note) or NPZ (`x`, uint8).
+Every output row names the expert that made it and the cluster that sent it there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import SgemUserError
+from .moe.model import SgemModel
+from .moe.preprocess import ForecastPreprocessor, ImagePreprocessor
+
+log = logging.getLogger(__name__)
+
+TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".parquet", ".pq")
+
+
+def _exists(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise SgemUserError(f"input {path} does not exist")
+    return path
+
+
+def _npz_x(path: Path) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "x" not in data:
+                raise SgemUserError(f"{path} holds {sorted(data)}, but predict reads array 'x'")
+            return data["x"]
+    except (OSError, ValueError) as exc:
+        raise SgemUserError(f"{path} is not a readable .npz file: {exc}") from exc
+
+
+def _table_features(model: SgemModel, path: Path) -> np.ndarray:
+    from .data.files import encode_table, read_frame
+
+    encoding = model.spec.info.get("encoding")
+    frame = read_frame(path)
+    if encoding:
+        return encode_table(frame, encoding)
+    names = model.preprocessor.state()[0].get("feature_names")
+    if names:
+        missing = [c for c in names if c not in frame.columns]
+        if missing:
+            raise SgemUserError(
+                f"{path} lacks the feature column(s) {missing} the model was trained on"
+            )
+        frame = frame[names]
+    numeric = frame.select_dtypes(include="number")
+    if numeric.shape[1] != frame.shape[1]:
+        other = [c for c in frame.columns if c not in numeric.columns]
+        raise SgemUserError(f"{path}: column(s) {other} are not numeric; give numeric features")
+    return numeric.to_numpy(dtype=np.float64)
+
+
+def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataFrame:
+    """One row per sample: prediction (and class probabilities), expert, cluster."""
+    routing = model.route(x)
+    n = len(routing.cluster)
+    frame = pd.DataFrame({"row": ids if ids is not None else np.arange(n)})
+    frame["prediction"] = model.predict(x)
+    if model.is_classifier:
+        proba = model.predict_proba(x)
+        for j, name in enumerate(model.classes):
+            frame[f"p_{name}"] = proba[:, j]
+    frame["expert"] = routing.expert
+    frame["cluster"] = routing.cluster
+    return frame
+
+
+def _forecast_frame(
+    model: SgemModel, series: dict[str, np.ndarray], data: Any, quantiles
+) -> pd.DataFrame:
+    context = model.preprocessor.context
+    names = [n for n in series if len(series[n]) >= context]
+    if not names:
+        raise SgemUserError(
+            f"every series is shorter than the model's context ({context} values); give "
+            "longer histories"
+        )
+    if len(names) < len(series):
+        print(
+            f"note: skipped {len(series) - len(names)} of {len(series)} series shorter than "
+            f"the model's context of {context} values"
+        )
+    fc = model.forecast([series[n] for n in names], quantiles=quantiles)
+    frame = fc.to_frame(ids=names)
+    freq = getattr(data, "freq", None)
+    starts = getattr(data, "start", {}) or {}
+    if freq and all(isinstance(starts.get(n), pd.Timestamp) for n in names):
+        h = fc.loc.shape[1]
+        ds = []
+        for n in names:
+            grid = pd.date_range(starts[n], periods=len(series[n]) + h, freq=freq)
+            ds.extend(grid[-h:])
+        frame.insert(1, "ds", ds)
+    return frame
+
+
+def predict_file(
+    model: SgemModel, path: str | os.PathLike, quantiles=(0.1, 0.5, 0.9)
+) -> pd.DataFrame:
+    """Read `path` as the model's kind of input and return the predictions table."""
+    path = _exists(path)
+    pre = model.preprocessor
+    suffix = path.suffix.lower()
+    if isinstance(pre, ForecastPreprocessor):
+        from .data.files import read_long_series
+
+        if suffix not in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".tsf", ".zip"):
+            raise SgemUserError(
+                f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
+                f"file, not {path.name}"
+            )
+        data = read_long_series(path)
+        return _forecast_frame(model, data.series, data, quantiles)
+    if isinstance(pre, ImagePreprocessor):
+        if suffix == ".npz":
+            x = _npz_x(path)
+            ids = list(range(len(x)))
+        else:
+            from .data.files import read_images_for_predict
+
+            x, ids = read_images_for_predict(path, image_size=(pre.height, pre.width))
+            log.info("read %d images from %s at %dx%d", len(x), path, pre.height, pre.width)
+            if pre.channels == 1:
+                x = x.mean(axis=-1, keepdims=True).round().astype(np.uint8)
+        return predict_table(model, x, ids)
+    if suffix == ".npz":
+        return predict_table(model, _npz_x(path))
+    if suffix not in TABLE_SUFFIXES:
+        raise SgemUserError(
+            f"a tabular model reads CSV, Parquet or NPZ (array 'x'), not {path.name}"
+        )
+    return predict_table(model, _table_features(model, path))
+
+
+def write_table(frame: pd.DataFrame, out: str | os.PathLike) -> Path:
+    """CSV, or Parquet when `out` ends in .parquet; written whole or not at all."""
+    out = Path(out)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    if out.suffix.lower() in (".parquet", ".pq"):
+        frame.to_parquet(tmp, index=False)
+    else:
+        frame.to_csv(tmp, index=False)
+    tmp.replace(out)
+    return out
+
+
+__all__ = ["predict_file", "predict_table", "write_table"]
