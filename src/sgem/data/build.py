@@ -185,16 +185,18 @@ def build_task(
         )
     if (n_clusters is None) == (clusters is None):
         raise SgemUserError("give exactly one of n_clusters (k-means) or clusters (your own ids)")
-    if n_clusters is not None and (
-        isinstance(n_clusters, bool)
-        or not isinstance(n_clusters, numbers.Integral)
-        or n_clusters < MIN_CLUSTERS
-    ):
-        raise SgemUserError(
-            f"n_clusters must be an integer >= {MIN_CLUSTERS} (got {n_clusters!r}): SGEM routes "
-            "clusters to experts, and with fewer than 3 clusters there is no routing to search. "
-            "Use more clusters (e.g. n_clusters=20)."
-        )
+    if n_clusters is not None:
+        if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
+            raise SgemUserError(
+                f"n_clusters must be an integer >= {MIN_CLUSTERS} (got {n_clusters!r}, a "
+                f"{type(n_clusters).__name__}), e.g. n_clusters=20"
+            )
+        if n_clusters < MIN_CLUSTERS:
+            raise SgemUserError(
+                f"n_clusters must be an integer >= {MIN_CLUSTERS} (got {n_clusters!r}): SGEM "
+                "routes clusters to experts, and with fewer than 3 clusters there is no routing "
+                "to search. Use more clusters (e.g. n_clusters=20)."
+            )
     val_fraction = _check_fraction("val_fraction", val_fraction, low_open=True)
     test_fraction = _check_fraction("test_fraction", test_fraction, low_open=False)
     if not 0.0 < val_fraction < 1.0 or not 0.0 <= test_fraction < 1.0:

@@ -40,7 +40,9 @@ def bad_values_report(x: np.ndarray) -> str | None:
         problem, bad = "NaN or inf", ~np.isfinite(flat)
     elif flat.dtype.itemsize > 4 and (flat.max() > FLOAT32_MAX or flat.min() < -FLOAT32_MAX):
         # float32 and narrower cannot exceed it; max/min avoid a copy of a large array
-        problem = f"values too large (|x| > {FLOAT32_MAX:.3g}, beyond float32, which training uses)"
+        problem = (
+            f"values too large (|value| > {FLOAT32_MAX:.3g}, beyond float32, which training uses)"
+        )
         bad = np.abs(flat) > FLOAT32_MAX
     else:
         return None
