@@ -1,10 +1,15 @@
 """`sgem download` / `sgem.data.download`: fetched from a local mirror (no network here), the
-files are MD5-checked, extracted safely and left exactly where `load_source` reads them."""
+files are checksum-verified (MD5, SHA-256, or by content where no checksum is published),
+extracted safely, marked complete only after a full extraction, and left exactly where
+`load_source` and `load_domains` read them."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import logging
 import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +19,21 @@ from test_images import rand_images, write_cifar100, write_mnist
 from sgem.cli import main
 from sgem.data import download as dl
 from sgem.data.images import load_source
+from sgem.data.timeseries import MONASH_FILES, load_domains
+from sgem.data.tsf import TSFData, write_tsf
 
 
 def _pin(monkeypatch, name: str, mirror: Path) -> None:
-    """Point the registry's checksums at the fake files in `mirror`."""
+    """Point the registry's checksums (and sizes) at the fake files in `mirror`; a file with no
+    checksum stays without one (verified by content)."""
     files = tuple(
-        dl.RemoteFile(f.url, dl.md5sum(mirror / f.name), f.extracts_to) for f in dl.DOWNLOADS[name]
+        dataclasses.replace(
+            f,
+            md5=dl.md5sum(mirror / f.name) if f.md5 else None,
+            sha256=dl.sha256sum(mirror / f.name) if f.sha256 else None,
+            size=(mirror / f.name).stat().st_size if f.size else None,
+        )
+        for f in dl.DOWNLOADS[name]
     )
     monkeypatch.setitem(dl.DOWNLOADS, name, files)
 
@@ -102,3 +116,133 @@ def test_cli_download(cifar100_mirror, tmp_path, capsys):
     assert "ready:" in capsys.readouterr().out
     assert main(["download", "imagenet", str(dest)]) == 2
     assert "downloadable are" in capsys.readouterr().err
+
+
+def test_partial_extraction_is_redone(cifar100_mirror, tmp_path):
+    dest = tmp_path / "data"
+    dl.download_dataset("cifar100", dest, mirror=cifar100_mirror, progress=False)
+    marker = dest / ".cifar-100-python.sgem-complete"
+    assert marker.is_file()
+    # an extraction interrupted half-way: the folder is there, a file and the marker are not
+    marker.unlink()
+    (dest / "cifar-100-python" / "test").unlink()
+    paths = dl.download_dataset("cifar100", dest, mirror=tmp_path / "gone", progress=False)
+    assert paths == [dest / "cifar-100-python"] and marker.is_file()
+    x, _ = load_source("cifar100", dest, split="test")  # re-extracted from the kept archive
+    assert x.shape == (5, 32, 32, 3)
+    # the folder without its marker and without the archive: fetched and extracted again
+    marker.unlink()
+    (dest / "cifar-100-python.tar.gz").unlink()
+    with pytest.raises(ConnectionError):
+        dl.download_dataset("cifar100", dest, mirror=tmp_path / "gone", progress=False)
+    assert dl.download_dataset("cifar100", dest, mirror=cifar100_mirror, progress=False)
+    assert marker.is_file()
+
+
+def test_https_everywhere():
+    assert all(f.url.startswith("https://") for files in dl.DOWNLOADS.values() for f in files)
+
+
+# -- Monash ---------------------------------------------------------------------------------
+
+
+def _monash_zip(mirror: Path, tsf_name: str, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    series = [rng.normal(10, 1, size=300), rng.normal(5, 1, size=280)]
+    series[1][7] = np.nan
+    data = TSFData(
+        series,
+        [{"series_name": "T1"}, {"series_name": "T2"}],
+        {"series_name": "string"},
+        relation=tsf_name,
+        frequency="hourly",
+        horizon=24,
+    )
+    tsf = write_tsf(data, mirror / tsf_name)
+    path = mirror / (tsf_name[: -len(".tsf")] + ".zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(tsf, tsf_name)
+    tsf.unlink()
+    return path
+
+
+@pytest.fixture
+def monash_mirror(tmp_path: Path, monkeypatch) -> Path:
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for seed, (domain, tsf_name) in enumerate(MONASH_FILES.items()):
+        _monash_zip(mirror, tsf_name, seed)
+        _pin(monkeypatch, domain, mirror)
+    return mirror
+
+
+def test_monash_registry():
+    assert dl.GROUPS["monash"] == tuple(MONASH_FILES)
+    for domain, tsf_name in MONASH_FILES.items():
+        (file,) = dl.DOWNLOADS[domain]
+        assert file.contains == tsf_name and file.name == tsf_name.replace(".tsf", ".zip")
+        assert file.url.startswith("https://zenodo.org/records/")
+    # no checksum published for electricity_hourly: verified by content, never invented
+    assert not dl.DOWNLOADS["electricity_hourly"][0].checksummed
+    assert all(len(dl.DOWNLOADS[d][0].sha256) == 64 for d in ("kdd_cup_2018", "weather"))
+
+
+def test_monash_download_where_load_domains_looks(monash_mirror, tmp_path, caplog):
+    dest = tmp_path / "data"
+    with caplog.at_level(logging.WARNING):
+        paths = dl.download_dataset("monash", dest, mirror=monash_mirror, progress=False)
+    assert [p.name for p in paths] == [f.replace(".tsf", ".zip") for f in MONASH_FILES.values()]
+    assert "no checksum is published" in caplog.text and "verified by content" in caplog.text
+    domains = load_domains(dest)
+    assert list(domains) == list(MONASH_FILES)
+    assert np.isnan(domains["weather"].series[1][7]) and domains["weather"].horizon == 24
+    assert not list(dest.glob("*.part")) and not list(dest.glob("*.bad"))
+    # all verified already: nothing fetched again, even with the mirror gone
+    caplog.clear()
+    again = dl.download_dataset("monash", dest, mirror=tmp_path / "gone", progress=False)
+    assert again == paths and "no checksum" not in caplog.text
+
+
+def test_monash_names_and_single_domains(monash_mirror, tmp_path):
+    dest = tmp_path / "data"
+    got = dl.download_dataset(
+        "Monash", dest, names=["weather", "tourism-monthly"], mirror=monash_mirror, progress=False
+    )
+    assert [p.name for p in got] == ["weather_dataset.zip", "tourism_monthly_dataset.zip"]
+    (got,) = dl.download_dataset("kdd-cup-2018", dest, mirror=monash_mirror, progress=False)
+    assert got.name == "kdd_cup_2018_dataset_with_missing_values.zip"
+    with pytest.raises(ValueError, match="monash has no \\['traffic'\\]"):
+        dl.download_dataset("monash", dest, names=["traffic"], mirror=monash_mirror)
+    with pytest.raises(ValueError, match="names= picks members of a group"):
+        dl.download_dataset("weather", dest, names=["weather"], mirror=monash_mirror)
+
+
+def test_monash_sha256_mismatch(monash_mirror, tmp_path, monkeypatch):
+    (file,) = dl.DOWNLOADS["weather"]
+    monkeypatch.setitem(dl.DOWNLOADS, "weather", (dataclasses.replace(file, sha256="0" * 64),))
+    dest = tmp_path / "data"
+    with pytest.raises(ValueError, match=r"SHA-256 .* does not match the published"):
+        dl.download_dataset("weather", dest, mirror=monash_mirror, progress=False)
+    assert not (dest / "weather_dataset.zip").exists()
+    assert (dest / "weather_dataset.zip.bad").exists()
+
+
+def test_unverifiable_file_without_checksum_is_refused(monash_mirror, tmp_path):
+    # no checksum published: a zip that does not hold a parseable .tsf is not kept
+    zipped = monash_mirror / "electricity_hourly_dataset.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("electricity_hourly_dataset.tsf", "@relation x\n@data\nT1:1,2,oops\n")
+    dest = tmp_path / "data"
+    with pytest.raises(ValueError, match="no checksum is published, and the content check fails"):
+        dl.download_dataset("electricity_hourly", dest, mirror=monash_mirror, progress=False)
+    assert not (dest / "electricity_hourly_dataset.zip").exists()
+    assert not (dest / ".electricity_hourly_dataset.zip.sgem-complete").exists()
+    zipped.write_bytes(b"PK not a zip")
+    with pytest.raises(ValueError, match="not a readable zip"):
+        dl.download_dataset("electricity_hourly", dest, mirror=monash_mirror, progress=False)
+
+
+def test_cli_download_monash(monash_mirror, tmp_path, capsys):
+    dest = tmp_path / "data"
+    assert main(["download", "monash", str(dest), "--mirror", str(monash_mirror), "--quiet"]) == 0
+    assert capsys.readouterr().out.count("ready:") == 4
