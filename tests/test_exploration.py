@@ -7,7 +7,7 @@ import pytest
 
 from sgem.data import make_toy_task
 from sgem.search import SGEM, SearchConfig
-from sgem.search.sgem import canonical_partition
+from sgem.search.selection import canonical_partition
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig
 
@@ -42,7 +42,7 @@ def test_a_worse_partition_is_rejected(search) -> None:
     worse[ring[:3]] = 0  # three ring clusters handed to the linear expert
     sizes = task.cluster_sizes.astype(float)
     rng = np.random.default_rng(0)
-    record = s.evaluate_jump([LINEAR_CELL, RING_CELL], oracle, worse, sizes, rng, t=99)
+    record = s.explorer_.evaluate_jump([LINEAR_CELL, RING_CELL], oracle, worse, sizes, rng, t=99)
     assert record["accepted"] is False
     assert record["measured_proposal"] < record["measured_current"]
     assert record["proposal"] == worse.tolist()
@@ -54,7 +54,9 @@ def test_a_better_partition_is_accepted(search) -> None:
     scrambled = np.random.default_rng(3).permutation(oracle)
     sizes = task.cluster_sizes.astype(float)
     rng = np.random.default_rng(1)
-    record = s.evaluate_jump([LINEAR_CELL, RING_CELL], scrambled, oracle, sizes, rng, t=99)
+    record = s.explorer_.evaluate_jump(
+        [LINEAR_CELL, RING_CELL], scrambled, oracle, sizes, rng, t=99
+    )
     assert record["accepted"] is True
     assert record["measured_proposal"] > record["measured_current"]
 
@@ -62,7 +64,7 @@ def test_a_better_partition_is_accepted(search) -> None:
 def test_identical_proposal_is_not_evaluated(search) -> None:
     s, task = search
     n_before = len(s.store_)
-    record = s.evaluate_jump(
+    record = s.explorer_.evaluate_jump(
         [LINEAR_CELL, RING_CELL],
         task.oracle_partition,
         task.oracle_partition.copy(),

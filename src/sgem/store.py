@@ -12,27 +12,92 @@ checkpoint with exactly the checkpoint's visible observations; when it asks for 
 that is already cached, the cached result is made visible instead of training again. So no
 finished training is ever repeated, and the resumed run sees the same data in the same
 order as an uninterrupted one.
+
+Nothing in the file executes code when read. A checkpoint is plain data: a JSON document
+plus one safetensors blob with its tensors (`sgem.search.checkpoint` encodes the search
+state). Schema version 1 stored pickles; such stores are refused, never unpickled.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import pickle
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
+from .errors import SgemUserError
 from .space.arch import Arch
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: checkpoints as JSON + safetensors (1 pickled them)
+
+T = TypeVar("T")
 
 
-class StoreError(ValueError):
-    """The store file is corrupt, from another schema version, or from another run."""
+class StoreError(SgemUserError):
+    """The store file cannot be opened, is corrupt, is from another schema version or run,
+    or is missing where a run directory says it should hold work."""
+
+
+# sqlite messages that mean "the file is there but cannot be opened or written": the fix is
+# on the user's side (permissions, disk), and the file itself may be perfectly fine.
+_UNREADABLE = (
+    "unable to open database file",
+    "readonly database",
+    "disk i/o error",
+    "database or disk is full",
+    "locking protocol",
+    "authorization denied",
+)
+
+
+def _unreadable(path: Path, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"cannot open the observation store {path} ({exc}). Check that it and its directory "
+        "exist and are readable and writable by you, and that the disk has free space; the "
+        "file itself may be fine, so keep it."
+    )
+
+
+def _corrupt(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"{path} is corrupt or not an SQLite file ({why}); finished trainings in it cannot be "
+        f"read. To start the run over, move it aside (e.g. `mv {path} {path}.corrupt`) and run "
+        "again."
+    )
+
+
+def _classify(path: Path, exc: BaseException) -> StoreError:
+    """Unreadable (permissions, disk) versus corrupt: the two need opposite advice."""
+    if isinstance(exc, OSError):
+        return _unreadable(path, exc)
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _UNREADABLE):
+        return _unreadable(path, exc)
+    return _corrupt(path, str(exc))
+
+
+def check_store_present(path: str | Path) -> None:
+    """Refuse a missing or 0-byte store where the caller knows work was recorded (e.g. the
+    run directory's trace.jsonl has iterations): opening it would silently start over."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size if path.exists() else None
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    if size:
+        return
+    state = "missing" if size is None else "empty (0 bytes)"
+    raise StoreError(
+        f"the observation store {path} is {state}, but this run directory already recorded "
+        "search iterations; continuing would silently restart the search and lose them. "
+        "Restore the store file (e.g. from a backup), or start the run fresh in a new "
+        "directory."
+    )
 
 
 def mask_to_str(mask: np.ndarray) -> str:
@@ -90,7 +155,8 @@ CREATE TABLE IF NOT EXISTS observations (
 );
 CREATE TABLE IF NOT EXISTS checkpoints (
     iteration INTEGER PRIMARY KEY,
-    state BLOB NOT NULL,
+    state TEXT NOT NULL,
+    tensors BLOB NOT NULL,
     created REAL NOT NULL
 );
 """
@@ -100,10 +166,16 @@ class ObservationStore:
     """Visible observations (in request order) plus a cache of completed trainings.
 
     `path=None` keeps everything in memory (tests, the Python API without a run dir).
+    `must_exist=True` refuses a missing or 0-byte file instead of creating a fresh store
+    (`check_store_present`): for a resume whose run directory says work was recorded.
     """
 
     def __init__(
-        self, n_clusters: int, path: str | Path | None = None, fingerprint: str = ""
+        self,
+        n_clusters: int,
+        path: str | Path | None = None,
+        fingerprint: str = "",
+        must_exist: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
         self.path = None if path is None else Path(path)
@@ -112,57 +184,48 @@ class ObservationStore:
         self._cache: dict[tuple[Arch, str], Observation] = {}
         self._db: sqlite3.Connection | None = None
         if self.path is not None:
+            if must_exist:
+                check_store_present(self.path)
             self._open(fingerprint)
 
     # -- persistence -----------------------------------------------------------------------
     def _open(self, fingerprint: str) -> None:
-        existed = self.path.exists() and self.path.stat().st_size > 0
         try:
+            existed = self.path.exists() and self.path.stat().st_size > 0
             db = sqlite3.connect(self.path, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise _classify(self.path, exc) from exc
+        try:
+            meta = self._check(db, fingerprint) if existed else {}
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            if existed:
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
-                if not {"meta", "observations", "checkpoints"} <= tables:
-                    raise StoreError(f"{self.path} is not an sgem observation store")
             db.executescript(_SCHEMA)
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"{self.path} is corrupt or not an SQLite file ({exc}). Move it away to start "
-                "the run over; finished trainings in it cannot be read."
-            ) from exc
-        if not meta:
-            db.executemany(
-                "INSERT INTO meta VALUES (?, ?)",
-                [
-                    ("schema_version", str(SCHEMA_VERSION)),
-                    ("n_clusters", str(self.n_clusters)),
-                    ("fingerprint", fingerprint),
-                ],
-            )
-        else:
-            version = int(meta.get("schema_version", -1))
-            if version != SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} has store schema version {version}, this sgem reads version "
-                    f"{SCHEMA_VERSION}. Resume it with the sgem version that wrote it."
+            db.execute("BEGIN IMMEDIATE")
+            try:  # a read-only file fails here, not at the first commit mid-search
+                db.execute("DELETE FROM meta WHERE key = ''")
+            finally:
+                db.execute("ROLLBACK")
+            if not meta:
+                db.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [
+                        ("schema_version", str(SCHEMA_VERSION)),
+                        ("n_clusters", str(self.n_clusters)),
+                        ("fingerprint", fingerprint),
+                    ],
                 )
-            if int(meta.get("n_clusters", -1)) != self.n_clusters:
-                raise StoreError(
-                    f"{self.path} was written for {meta.get('n_clusters')} clusters, "
-                    f"this run has {self.n_clusters}"
-                )
-            if fingerprint and meta.get("fingerprint") != fingerprint:
-                raise StoreError(
-                    f"{self.path} belongs to a run with a different configuration; resume it "
-                    "with its own config, or start the new run in another directory."
-                )
+            rows = db.execute(
+                "SELECT arch, mask, losses, seconds, seed, phase, iteration, device "
+                "FROM observations WHERE status = 'complete' ORDER BY id"
+            ).fetchall()
+        except StoreError:
+            db.close()
+            raise
+        except (OSError, sqlite3.Error) as exc:
+            db.close()
+            raise _classify(self.path, exc) from exc
         self._db = db
-        for row in db.execute(
-            "SELECT arch, mask, losses, seconds, seed, phase, iteration, device "
-            "FROM observations WHERE status = 'complete' ORDER BY id"
-        ):
+        for row in rows:
             obs = Observation(
                 Arch.from_json(row[0]),
                 mask_from_str(row[1]),
@@ -174,6 +237,40 @@ class ObservationStore:
                 row[7] or "cpu",
             )
             self._cache.setdefault(obs.key, obs)
+
+    def _check(self, db: sqlite3.Connection, fingerprint: str) -> dict[str, str]:
+        """An existing file: is it an sgem store of this schema version, for this run?
+        Checked before anything is written to it."""
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+        if not {"meta", "observations", "checkpoints"} <= tables:
+            raise _corrupt(self.path, "it is not an sgem observation store")
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            version = int(meta.get("schema_version", -1))
+        except ValueError:
+            version = -1
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has store schema version {version}; this sgem reads version "
+                f"{SCHEMA_VERSION} only. Start the run fresh in a new directory, or resume it "
+                "with the sgem version that wrote it."
+                + (
+                    " (Version 1 stored pickled checkpoints, which are never read.)"
+                    if version == 1
+                    else ""
+                )
+            )
+        if int(meta.get("n_clusters", -1)) != self.n_clusters:
+            raise StoreError(
+                f"{self.path} was written for {meta.get('n_clusters')} clusters, "
+                f"this run has {self.n_clusters}"
+            )
+        if fingerprint and meta.get("fingerprint") != fingerprint:
+            raise StoreError(
+                f"{self.path} belongs to a run with a different configuration; resume it "
+                "with its own config, or start the new run in another directory."
+            )
+        return meta
 
     def close(self) -> None:
         if self._db is not None:
@@ -261,28 +358,31 @@ class ObservationStore:
         return cur.rowcount
 
     # -- checkpoints -----------------------------------------------------------------------
-    def save_checkpoint(self, iteration: int, state: dict) -> None:
+    def save_checkpoint(self, iteration: int, document: str, tensors: bytes) -> None:
+        """Persist a checkpoint as plain data: a JSON document and safetensors bytes."""
         if self._db is None:
             return
-        buf = io.BytesIO()
-        pickle.dump(state, buf, protocol=pickle.HIGHEST_PROTOCOL)
         self._db.execute(
-            "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?)",
-            (iteration, buf.getvalue(), time.time()),
+            "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
+            (iteration, document, tensors, time.time()),
         )
 
-    def latest_checkpoint(self) -> dict | None:
+    def latest_checkpoint(self, decode: Callable[[str, bytes], T]) -> T | None:
+        """The latest checkpoint, as `decode(document, tensors)` makes it (None if none);
+        anything unreadable in it is reported as a corrupt store."""
         if self._db is None:
             return None
         row = self._db.execute(
-            "SELECT state FROM checkpoints ORDER BY iteration DESC LIMIT 1"
+            "SELECT state, tensors FROM checkpoints ORDER BY iteration DESC LIMIT 1"
         ).fetchone()
         if row is None:
             return None
         try:
-            return pickle.loads(row[0])
+            if not isinstance(row[0], str) or not isinstance(row[1], bytes):
+                raise TypeError("unexpected column types")
+            return decode(row[0], row[1])
         except Exception as exc:
-            raise StoreError(f"the latest checkpoint in {self.path} is corrupt: {exc}") from exc
+            raise _corrupt(self.path, f"its latest checkpoint cannot be read: {exc}") from exc
 
     def status_counts(self) -> dict[str, int]:
         if self._db is None:

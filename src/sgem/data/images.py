@@ -126,6 +126,45 @@ def _labels(y, who: str, n: int) -> np.ndarray:
     return y
 
 
+def _numpy_private(module: str, name: str) -> Any:
+    """numpy's array-rebuilding helpers live in numpy._core (2.x) or numpy.core (1.x)."""
+    import importlib
+
+    for prefix in ("numpy._core", "numpy.core"):
+        try:
+            return getattr(importlib.import_module(f"{prefix}.{module}"), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"numpy has no {module}.{name}")
+
+
+_CIFAR_SAFE_BUILTINS = ("list", "dict", "tuple", "set", "frozenset", "bytes", "bytearray")
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """Admits only what a CIFAR batch is made of (numpy arrays, builtin containers): a
+    pickle naming anything else (os.system, eval, ...) is refused before it can run."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module in ("builtins", "__builtin__") and name in _CIFAR_SAFE_BUILTINS:
+            return getattr(__import__("builtins"), name)
+        if (module, name) == ("_codecs", "encode"):  # bytes in a Python 3 protocol-2 pickle
+            import codecs
+
+            return codecs.encode
+        if module == "numpy" and name in ("ndarray", "dtype"):
+            return getattr(np, name)
+        for prefix in ("numpy._core.", "numpy.core."):
+            if (module, name) == (prefix + "multiarray", "_reconstruct"):
+                return _numpy_private("multiarray", "_reconstruct")
+            if (module, name) == (prefix + "numeric", "_frombuffer"):
+                return _numpy_private("numeric", "_frombuffer")
+        raise pickle.UnpicklingError(
+            f"refusing {module}.{name}: a CIFAR batch holds only numpy arrays and builtin "
+            "containers, so this file is not one (or was tampered with)"
+        )
+
+
 def read_cifar_pickle(path: str | os.PathLike, label_key: str | None = None):
     """Read one CIFAR "python version" batch: CIFAR-100 ``train``/``test`` or CIFAR-10
     ``data_batch_i``/``test_batch``.
@@ -133,15 +172,15 @@ def read_cifar_pickle(path: str | os.PathLike, label_key: str | None = None):
     The file is a pickled dict with ``b"data"`` (N, 3072) uint8, each row the red, green then
     blue 32 x 32 planes (CHW order), and labels under ``b"fine_labels"`` (CIFAR-100, used by
     default; ``label_key="coarse_labels"`` for the 20 superclasses) or ``b"labels"``
-    (CIFAR-10). Pickles can run code when loaded: only read files you trust, such as the
-    official archives.
+    (CIFAR-10). Pickles can run code when loaded, so the file is read with an unpickler that
+    admits nothing but numpy arrays and builtin containers (`_CifarUnpickler`).
 
     Returns images uint8 (N, 32, 32, 3) and labels int64 (N,).
     """
     path = Path(path)
     with open(path, "rb") as f:
         try:
-            d = pickle.load(f, encoding="bytes")
+            d = _CifarUnpickler(f, encoding="bytes").load()
         except Exception as exc:
             raise ValueError(f"{path} is not a readable CIFAR pickle: {exc}") from exc
     if not isinstance(d, dict):

@@ -2,8 +2,9 @@
 
 All three mechanisms read only the search's own observations, never domain labels:
 cluster affinities -> exploration masks and candidate partitions (jumps); the jump is
-accepted on *measured* objective only, so a mis-calibrated surrogate can waste budget but
-cannot move the routing to a worse partition.
+accepted on *measured* objective only (`region_value`, via `Explorer.measure_partition`),
+so a mis-calibrated surrogate can waste budget but cannot move the routing to a worse
+partition.
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import AgglomerativeClustering
+
+from ..space.arch import Arch, CellSpace
+from ..surrogate.model import LossModel, Surrogate
+from .architecture import score_pool
+from .config import SearchConfig
+from .ledger import Job, Ledger, region_value
 
 
 def residual_profiles(losses: np.ndarray, clip: float | None = None) -> np.ndarray:
@@ -63,3 +70,126 @@ def hard_logits(assignment: np.ndarray, n_experts: int, confidence: float = 0.9)
     logits = np.full((len(assignment), n_experts), np.log(rest))
     logits[np.arange(len(assignment)), assignment] = np.log(confidence)
     return logits
+
+
+class Explorer:
+    """Exploration masks and partition jumps, trained through the ledger.
+
+    `surrogate` supplies the clip value for the affinities; `u` (the surrogate or its scalar
+    reduction, what the M-steps see) picks the alternative architecture for a region.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        space: CellSpace,
+        surrogate: Surrogate,
+        u: LossModel,
+        config: SearchConfig,
+    ) -> None:
+        self.ledger = ledger
+        self.space = space
+        self.surrogate = surrogate
+        self.u = u
+        self.pool_size = config.pool_size
+        self.n_groups = config.explore_groups
+        self.n_experts = config.n_experts
+
+    def best_for_region(
+        self, region: np.ndarray, sizes: np.ndarray, rng: np.random.Generator
+    ) -> Arch:
+        """The surrogate's favourite from a fresh pool for training on `region`."""
+        pool = self.space.sample_many(self.pool_size, rng)
+        scores = score_pool(self.u, pool, region[None, :].astype(np.float64), sizes * region)
+        return pool[int(np.argmin(scores))]
+
+    def explore_masks(
+        self, archs: list[Arch], sizes: np.ndarray, rng: np.random.Generator, t: int
+    ) -> None:
+        """Train each affinity group as a mask with the incumbents and one surrogate pick."""
+        groups = affinity_groups(
+            self.ledger.store.losses, self.n_groups, self.surrogate.clip_value_
+        )
+        jobs: list[Job] = []
+        for g in np.unique(groups):
+            region = groups == g
+            jobs += [
+                (a, region, "explore") for a in (*archs, self.best_for_region(region, sizes, rng))
+            ]
+        self.ledger.train(jobs, t)
+
+    def measure_partition(
+        self,
+        assignment: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+        t: int,
+    ) -> tuple[float, list[Arch]]:
+        """Measured J of a hard partition: per region, the better of the incumbent and one
+        surrogate-chosen alternative, both really trained on that region."""
+        jobs: list[Job] = []
+        for k, incumbent in enumerate(archs):
+            region = assignment == k
+            if region.any():
+                jobs += [
+                    (incumbent, region, "jump"),
+                    (self.best_for_region(region, sizes, rng), region, "jump"),
+                ]
+        done = iter(self.ledger.train(jobs, t))
+        total, best_archs = 0.0, []
+        for k, incumbent in enumerate(archs):
+            region = assignment == k
+            if not region.any():
+                best_archs.append(incumbent)
+                continue
+            trained = [obs for obs in (next(done), next(done)) if obs is not None]
+            if not trained:  # both trainings failed twice: this partition cannot be measured
+                return float("-inf"), list(archs)
+            value, arch = max(
+                ((region_value(o, region, sizes), o.arch) for o in trained),
+                key=lambda option: option[0],
+            )
+            total += value
+            best_archs.append(arch)
+        return total, best_archs
+
+    def jump(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+        t: int,
+    ) -> dict:
+        """Propose the affinity grouping (labels aligned to the current experts) as a jump."""
+        groups = affinity_groups(
+            self.ledger.store.losses, self.n_experts, self.surrogate.clip_value_
+        )
+        proposal = align_labels(groups, assignment, self.n_experts)
+        return self.evaluate_jump(archs, assignment, proposal, sizes, rng, t)
+
+    def evaluate_jump(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        proposal: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+        t: int,
+    ) -> dict:
+        """Accept `proposal` only if its *measured* objective beats the current partition's."""
+        record: dict = {"proposal": np.asarray(proposal).tolist(), "accepted": False}
+        if np.array_equal(proposal, assignment):
+            record["reason"] = "proposal equals the current routing"
+            return record
+        current_value, current_archs = self.measure_partition(assignment, archs, sizes, rng, t)
+        proposal_value, proposal_archs = self.measure_partition(proposal, archs, sizes, rng, t)
+        accepted = proposal_value > current_value
+        record.update(
+            accepted=bool(accepted),
+            measured_current=current_value,
+            measured_proposal=proposal_value,
+            architectures=[a.to_json() for a in (proposal_archs if accepted else current_archs)],
+        )
+        return record

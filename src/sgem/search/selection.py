@@ -1,0 +1,196 @@
+"""The return rule: which visited partition and which architectures SGEM returns.
+
+The surrogate changes at every refit, so surrogate objective values from different
+iterations are not comparable and are never used to pick an iterate. Measured values
+(`region_value`) are, provided they were obtained with equal effort: the final iterate's
+partition and the best other visited ones (by screening value) are re-measured with one
+common set of architectures (the final incumbents plus a few random ones); the best
+measured objective wins. Its regions then get the rest of the random search (the
+per-region refit), and each expert the architecture of lowest measured validation loss on
+its region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..space.arch import Arch, CellSpace
+from ..train.losses import region_loss
+from .config import SearchConfig
+from .ledger import Job, Ledger
+
+Partition = tuple[int, ...]
+
+
+def canonical_partition(partition: Sequence[int] | np.ndarray) -> Partition:
+    """Expert labels renumbered by first appearance: equal for partitions that group the
+    clusters identically (e.g. [1, 1, 0] and [0, 0, 1] both give (0, 0, 1))."""
+    labels: dict[int, int] = {}
+    return tuple(labels.setdefault(int(v), len(labels)) for v in partition)
+
+
+def visited_partitions(
+    trace: list[dict], final_assignment: np.ndarray
+) -> list[tuple[int, Partition]]:
+    """Distinct groupings the run visited (each iteration's hard routing and every
+    evaluated jump proposal), with the iteration each was first seen at, other than the
+    final iterate's. Partitions that differ only by a relabelling of the experts are one
+    grouping (`canonical_partition`)."""
+    out: list[tuple[int, Partition]] = []
+    seen = {canonical_partition(final_assignment)}
+    for row in trace:
+        for partition in (row["routing"], (row.get("jump") or {}).get("proposal")):
+            if partition is None:
+                continue
+            key = canonical_partition(partition)
+            if key not in seen:
+                seen.add(key)
+                out.append((row["iteration"], tuple(int(v) for v in partition)))
+    return out
+
+
+def partition_value(
+    ledger: Ledger,
+    assignment: np.ndarray,
+    sizes: np.ndarray,
+    n_experts: int,
+    archs: Sequence[Arch] | None = None,
+    untrained: float | None = None,
+) -> float | None:
+    """Measured J of a hard partition: per region, the best `region_value` among trainings
+    on exactly that region (only of `archs` if given). A region never trained counts as
+    `untrained`; if that is None, the partition has no value (None)."""
+    total = 0.0
+    for k in range(n_experts):
+        region = assignment == k
+        if not region.any():
+            continue
+        value = ledger.best_value(region, sizes, archs)
+        if value is None:
+            if untrained is None:
+                return None
+            value = untrained
+        total += value
+    return total
+
+
+def region_jobs(assignment: np.ndarray, archs: Sequence[Arch], n_experts: int) -> list[Job]:
+    """One refit-phase job per (non-empty region of `assignment`, architecture)."""
+    jobs: list[Job] = []
+    for k in range(n_experts):
+        region = assignment == k
+        if region.any():
+            jobs += [(a, region, "refit") for a in archs]
+    return jobs
+
+
+def _finalists(
+    ledger: Ledger, config: SearchConfig, trace: list[dict], final_key: Partition, sizes
+) -> list[tuple[float | None, int, Partition]]:
+    """The final iterate's partition, then the best other visited ones by screening value:
+    measured J from whatever was trained on their regions. Screening is biased towards
+    partitions tried more often, so it only picks finalists, never decides between them."""
+    screened = []
+    for iteration, partition in visited_partitions(trace, np.array(final_key)):
+        value = partition_value(ledger, np.array(partition), sizes, config.n_experts)
+        if value is not None:
+            screened.append((value, iteration, partition))
+    screened.sort(key=lambda v: -v[0])
+    return [(None, config.n_iterations, final_key)] + [
+        (v, it, p) for v, it, p in screened[: max(config.final_candidates - 1, 0)]
+    ]
+
+
+def _best_per_region(
+    ledger: Ledger,
+    chosen: np.ndarray,
+    archs: list[Arch],
+    val_sizes: np.ndarray,
+) -> tuple[list[Arch], list[float | None]]:
+    """Each expert: the architecture of lowest validation loss among everything trained on
+    exactly its region (the incumbent, with no loss, if the region is empty)."""
+    final, losses = [], []
+    for k, incumbent in enumerate(archs):
+        region = chosen == k
+        scored = (
+            [
+                (region_loss(o.losses, region, val_sizes), i, o.arch)
+                for i, o in enumerate(ledger.store.on_mask(region))
+            ]
+            if region.any()
+            else []
+        )
+        if not scored:
+            final.append(incumbent)
+            losses.append(None)
+            continue
+        top = min(scored)
+        final.append(top[2])
+        losses.append(top[0])
+    return final, losses
+
+
+def finalise(
+    ledger: Ledger,
+    space: CellSpace,
+    config: SearchConfig,
+    trace: list[dict],
+    final_assignment: np.ndarray,
+    archs: list[Arch],
+    sizes: np.ndarray,
+    val_sizes: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, list[Arch], list[float | None], dict]:
+    """Choose the returned partition and architectures on measured outcomes only.
+
+    Every finalist's regions are trained with the *same* architectures (the final
+    incumbents plus the first `finalist_budget` of the `refit_budget` random ones), so the
+    comparison is fair; the partition with the best measured objective wins and its regions
+    get the rest of the random search. Returns (partition, architectures, their region
+    validation losses, a selection report).
+    """
+    final_key = tuple(final_assignment.tolist())
+    finalists = _finalists(ledger, config, trace, final_key, sizes)
+    refit = space.sample_many(config.refit_budget, rng)
+    n_common = min(config.finalist_budget, config.refit_budget)
+    common = list(dict.fromkeys([*archs, *refit[:n_common]]))
+    t = config.n_iterations + 1
+    jobs: list[Job] = []
+    for _, _, partition in finalists:
+        jobs += region_jobs(np.array(partition), common, config.n_experts)
+    ledger.train(jobs, t)
+
+    report, best = [], None
+    for screening, iteration, partition in finalists:
+        value = partition_value(
+            ledger, np.array(partition), sizes, config.n_experts, common, float("-inf")
+        )
+        report.append(
+            {
+                "partition": list(partition),
+                "first_visited_at_iteration": iteration,
+                "screening_objective": screening,
+                "measured_objective": value,
+            }
+        )
+        if best is None or value > best[0]:
+            best = (value, partition)
+    chosen = np.array(best[1])
+    ledger.train(region_jobs(chosen, refit[n_common:], config.n_experts), t)
+    final, losses = _best_per_region(ledger, chosen, archs, val_sizes)
+    for row in report:
+        row["chosen"] = tuple(row["partition"]) == best[1]
+    selection = {
+        "rule": "finalist partitions re-measured with a common architecture set; best "
+        "measured objective wins",
+        "common_architectures": len(common),
+        "refit_architectures_on_chosen": len(dict.fromkeys([*common, *refit])),
+        "finalists": report,
+        "equals_final_iterate": best[1] == final_key,
+    }
+    return chosen, final, losses, selection
+
+
+__all__ = ["canonical_partition", "finalise", "partition_value", "region_jobs"]
