@@ -301,3 +301,21 @@ def test_image_npz(tmp_path):
     np.savez(path, images=x)
     with pytest.raises(SgemUserError, match=r"holds arrays \['images'\]; expected 'x'"):
         read_image_npz(path)
+
+
+def test_gaps_in_every_series_and_integer_time(tmp_path):
+    path = tmp_path / "m.csv"
+    rows = [
+        (sid, t, float(i))
+        for sid in "ab"
+        for i, t in enumerate(pd.date_range("2020-01-01", periods=24, freq="MS"))
+        if i not in (5, 9)  # no series is regular end to end: infer_freq fails on each
+    ]
+    pd.DataFrame(rows, columns=["unique_id", "ds", "y"]).to_csv(path, index=False)
+    data = read_long_series(path)
+    assert data.freq == "MS" and data.lengths.tolist() == [24, 24] and data.n_missing == 4
+    ints = pd.DataFrame({"id": ["a"] * 5 + ["b"] * 3, "t": [0, 1, 2, 4, 5, 10, 11, 12], "v": 1.0})
+    ints.to_csv(path, index=False)
+    data = read_long_series(path, id_col="id", time_col="t", value_col="v")
+    assert data.freq is None and data.start == {"a": 0, "b": 10}
+    assert np.isnan(data.series["a"][3]) and len(data.series["a"]) == 6

@@ -152,36 +152,55 @@ def _most_common(items: list[Any]) -> Any:
     return Counter(items).most_common(1)[0][0] if items else None
 
 
+def _freq_of(times: pd.DatetimeIndex) -> str | None:
+    try:
+        with warnings.catch_warnings():  # pandas 3 announces offsets instead of strings
+            warnings.simplefilter("ignore")
+            freq = pd.infer_freq(times)
+    except (TypeError, ValueError):
+        return None
+    if freq is None:
+        return None
+    return freq if isinstance(freq, str) else freq.freqstr
+
+
+def _on_grid(times: pd.DatetimeIndex, freq: str) -> bool:
+    try:
+        grid = pd.date_range(times[0], times[-1], freq=freq)
+    except ValueError:
+        return False
+    return bool((grid.get_indexer(times) >= 0).all())
+
+
 def _infer_freq(groups: list[pd.Series]) -> str | None:
-    inferred = []
-    for times in groups:
-        if len(times) >= 3:
-            try:
-                with warnings.catch_warnings():  # pandas 3 announces offsets instead of strings
-                    warnings.simplefilter("ignore")
-                    freq = pd.infer_freq(pd.DatetimeIndex(times))
-            except (TypeError, ValueError):
-                continue
-            if freq is not None:
-                inferred.append(freq if isinstance(freq, str) else freq.freqstr)
-    freq = _most_common(inferred)
+    """The most common frequency of the series; with gaps in every series, the most common
+    frequency of runs of three consecutive timestamps that puts every series on its grid,
+    else a fixed step all steps are multiples of; None when nothing fits."""
+    index = [pd.DatetimeIndex(t) for t in groups]
+    freq = _most_common([f for t in index if len(t) >= 3 and (f := _freq_of(t)) is not None])
     if freq is not None:
         return freq
-    # no series regular end to end (gaps everywhere): a fixed step that all steps are
-    # multiples of still gives a grid (not for months or years, whose length varies)
+    # gaps everywhere: what short gap-free runs say, checked against every series
+    candidates = Counter(
+        f
+        for t in index
+        for i in range(0, max(len(t) - 2, 0), max((len(t) - 2) // 5, 1))
+        if (f := _freq_of(t[i : i + 3])) is not None
+    )
+    for candidate, _ in candidates.most_common(3):
+        if all(_on_grid(t, candidate) for t in index if len(t)):
+            return candidate
     diffs = np.concatenate(
-        [
-            np.diff(t.to_numpy().astype("datetime64[ns]").astype(np.int64))
-            for t in groups
-            if len(t) >= 2
-        ]
-        or [np.zeros(0, np.int64)]
+        [np.diff(t.asi8) for t in index if len(t) >= 2] or [np.zeros(0, np.int64)]
     )
     if len(diffs) == 0:
         return None
     step = int(_most_common(diffs.tolist()))
     if step <= 0 or np.any(diffs % step):
         return None
+    day = pd.Timedelta(days=1).value
+    if step % day == 0:
+        return "D" if step == day else f"{step // day}D"
     return to_offset(pd.Timedelta(step, unit="ns")).freqstr
 
 
