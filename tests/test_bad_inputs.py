@@ -162,6 +162,10 @@ def test_valid_configs_are_accepted():
     assert isinstance(cfg.train, TrainConfig) and cfg.train.steps == 5
     assert isinstance(cfg.surrogate, SurrogateConfig) and cfg.surrogate.gcn_layers == 0
     assert SearchConfig.from_dict(cfg.to_dict()) == cfg
+    # numpy scalars become plain Python values: the config serialises to YAML and JSON
+    assert type(cfg.n_iterations) is int and type(cfg.gumbel_temperature) is float
+    assert type(cfg.explore) is bool
+    assert SearchConfig.from_dict(yaml.safe_load(yaml.safe_dump(cfg.to_dict()))) == cfg
     assert TrainConfig.from_dict({"lr": 1}).lr == 1
     assert SurrogateConfig.from_dict({"mc_samples": 1}).mc_samples == 1
 

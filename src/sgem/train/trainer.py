@@ -82,6 +82,8 @@ def check_int(cfg: object, name: str, minimum: int, optional: bool = False) -> N
         raise _field_error(cfg, name, value, allowed)
     if value < minimum:
         raise _field_error(cfg, name, value, allowed)
+    if not isinstance(value, int):  # a numpy integer: a plain int serialises everywhere
+        object.__setattr__(cfg, name, int(value))
 
 
 def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
@@ -117,6 +119,8 @@ def check_float(
         or (v >= high if high_open else v > high)
     ):
         raise _field_error(cfg, name, value, allowed)
+    if isinstance(value, np.number):  # numpy scalars: plain Python numbers serialise everywhere
+        object.__setattr__(cfg, name, value.item())
 
 
 def check_bool(cfg: object, name: str) -> None:
@@ -124,6 +128,7 @@ def check_bool(cfg: object, name: str) -> None:
     value = getattr(cfg, name)
     if not isinstance(value, bool | np.bool_):
         raise _field_error(cfg, name, value, "true or false (a boolean, not a string or number)")
+    object.__setattr__(cfg, name, bool(value))
 
 
 def check_choice(cfg: object, name: str, choices: tuple[str, ...]) -> None:
