@@ -82,28 +82,50 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
+def _unreadable(path: Path, exc: Exception) -> SgemUserError:
+    return SgemUserError(f"{path}: not a readable image ({exc}); replace or delete the file")
+
+
+_IMAGE_ERRORS = (
+    UnidentifiedImageError,
+    OSError,
+    ValueError,
+    SyntaxError,
+    Image.DecompressionBombError,
+)
+
+
+def _size_of(path: Path) -> tuple[int, int]:
+    """(height, width) from the image's header, without decoding it."""
+    try:
+        with Image.open(path) as image:
+            return image.height, image.width
+    except _IMAGE_ERRORS as exc:
+        raise _unreadable(path, exc) from exc
+
+
 def _load(path: Path) -> Image.Image:
     try:
         with Image.open(path) as image:
             return image.convert("RGB")
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        raise SgemUserError(
-            f"{path}: not a readable image ({exc}); replace or delete the file"
-        ) from exc
+    except _IMAGE_ERRORS as exc:
+        raise _unreadable(path, exc) from exc
 
 
 def _stack(
     paths: list[Path], image_size: int | tuple[int, int] | None, where: Path
 ) -> tuple[np.ndarray, int]:
-    """Read `paths` as RGB and stack them at one size: `image_size`, else the most common."""
-    images = [_load(p) for p in paths]
-    size = _size(image_size)
-    if size is None:
-        size = Counter((im.height, im.width) for im in images).most_common(1)[0][0]
+    """Read `paths` as RGB and stack them at one size: `image_size`, else the most common.
+
+    Two passes: the sizes from the headers first, then each image decoded straight into the
+    output array (never all decoded images in memory at once)."""
+    sizes = [_size_of(p) for p in paths]
+    size = _size(image_size) or Counter(sizes).most_common(1)[0][0]
     height, width = size
-    out = np.empty((len(images), height, width, 3), dtype=np.uint8)
+    out = np.empty((len(paths), height, width, 3), dtype=np.uint8)
     resized = 0
-    for i, image in enumerate(images):
+    for i, path in enumerate(paths):
+        image = _load(path)
         if (image.height, image.width) != (height, width):
             image = image.resize((width, height), Image.Resampling.BILINEAR)
             resized += 1
@@ -113,7 +135,7 @@ def _stack(
             "%s: resized %d of %d images to %dx%d (height x width)%s",
             where,
             resized,
-            len(images),
+            len(paths),
             height,
             width,
             "" if image_size is not None else ", the most common size",

@@ -231,8 +231,8 @@ def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]]) -> np.nd
         if spec["kind"] == "onehot":
             missing = column.isna().to_numpy()
             values = column.astype(str).to_numpy()
-            index = {c: i for i, c in enumerate(spec["categories"])}
-            codes = np.array([index.get(v, -1) for v in values], dtype=np.int64)
+            codes = pd.Index(spec["categories"]).get_indexer(values).astype(np.int64)
+            codes[missing] = -1
             unseen = (codes < 0) & ~missing
             if unseen.any():
                 examples = sorted(set(values[unseen]))[:5]
