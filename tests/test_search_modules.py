@@ -1,0 +1,219 @@
+"""The search's step modules on their own, with a fake executor (no training): the ledger
+(reuse, retry, request order, the one measured region value), the S-step's incumbent jobs,
+partition measurement and the return rule."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from sgem.executors import JobResult
+from sgem.search import SearchConfig
+from sgem.search.acquisition import acquire
+from sgem.search.architecture import ExpertPool
+from sgem.search.exploration import Explorer
+from sgem.search.ledger import MAX_ATTEMPTS, Ledger, region_value
+from sgem.search.selection import (
+    canonical_partition,
+    finalise,
+    partition_value,
+    region_jobs,
+    visited_partitions,
+)
+from sgem.space import TabularSpace
+from sgem.store import Observation, ObservationStore
+
+M = 6
+
+
+def fake_losses(arch, mask: np.ndarray) -> np.ndarray:
+    """Deterministic per-cluster losses: an arch-dependent level, lower where trained."""
+    level = 1.0 + (zlib.crc32(arch.key.encode()) % 7) / 10
+    return level - 0.5 * np.asarray(mask, dtype=np.float64)
+
+
+class FakeExecutor:
+    """Returns `fake_losses`; fails the first `fail_first` attempts of archs in `flaky`."""
+
+    name = "fake"
+
+    def __init__(self, flaky: set[str] = frozenset(), fail_first: int = 1) -> None:
+        self.flaky, self.fail_first, self.calls = flaky, fail_first, []
+        self.attempts: dict[str, int] = {}
+
+    def run(self, jobs):
+        self.calls.append([(j.arch.key, j.mask.tobytes()) for j in jobs])
+        out = []
+        for j in jobs:
+            n = self.attempts[j.arch.key] = self.attempts.get(j.arch.key, 0) + 1
+            if j.arch.key in self.flaky and n <= self.fail_first:
+                out.append(JobResult(None, 0.0, "cpu", "Traceback: boom"))
+            else:
+                out.append(JobResult(fake_losses(j.arch, j.mask), 0.1, "cpu"))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class AlwaysFails(FakeExecutor):
+    def run(self, jobs):
+        return [JobResult(None, 0.0, "cpu", "Traceback: boom") for _ in jobs]
+
+
+class FlatModel:
+    """A stand-in surrogate: every architecture predicts the same losses."""
+
+    clip_value_ = 10.0
+
+    def predict(self, archs, masks):
+        return np.ones((len(archs), M))
+
+
+@pytest.fixture
+def space() -> TabularSpace:
+    return TabularSpace(n_nodes=2)
+
+
+def _archs(space, n: int, seed: int = 0):
+    return list(dict.fromkeys(space.sample_many(n, np.random.default_rng(seed))))
+
+
+def _region(*clusters: int) -> np.ndarray:
+    mask = np.zeros(M, dtype=bool)
+    mask[list(clusters)] = True
+    return mask
+
+
+def test_region_value_is_minus_the_size_weighted_loss_on_the_region(space) -> None:
+    arch = _archs(space, 1)[0]
+    obs = Observation(arch, _region(0, 1), np.arange(1.0, M + 1), 0.0, 0, "init", 0)
+    sizes = np.full(M, 10.0)
+    assert region_value(obs, _region(0, 1), sizes) == -(10 * 1 + 10 * 2)
+    assert region_value(obs, _region(5), sizes) == -60.0
+
+
+def test_ledger_trains_duplicates_once_and_keeps_request_order(space) -> None:
+    a, b = _archs(space, 2)
+    executor = FakeExecutor()
+    ledger = Ledger(ObservationStore(M), executor, seed=0)
+    jobs = [(b, _region(1), "init"), (a, _region(0), "init"), (b, _region(1), "init")]
+    done = ledger.train(jobs, 0)
+    assert len(executor.calls) == 1 and len(executor.calls[0]) == 2
+    assert [o.arch for o in done] == [b, a, b]
+    assert [o.arch for o in ledger.store.observations] == [b, a]
+    assert ledger.train([(a, _region(0), "s-step")], 1)[0] is done[1]  # reused, not retrained
+    assert len(executor.calls) == 1
+
+
+def test_ledger_retries_once_then_records_the_failure(space) -> None:
+    good, flaky, broken = _archs(space, 3)
+    executor = FakeExecutor({flaky.key, broken.key})
+    executor.attempts[broken.key] = -5  # fails on every attempt it gets
+    ledger = Ledger(ObservationStore(M), executor, seed=0)
+    done = ledger.train([(a, _region(2), "init") for a in (good, flaky, broken)], 0)
+    assert done[0] is not None and done[1] is not None and done[2] is None
+    assert [len(c) for c in executor.calls] == [3, 2]  # one retry batch, then give up
+    assert MAX_ATTEMPTS == 2 and ledger.failures == 3
+    assert [o.arch for o in ledger.store.observations] == [good, flaky]
+
+
+def test_best_value_and_measured_objective(space) -> None:
+    a, b, c = _archs(space, 3)
+    ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+    region, sizes = _region(0, 1, 2), np.arange(1.0, M + 1)
+    done = ledger.train([(a, region, "x"), (b, region, "x")], 0)
+    values = [region_value(o, region, sizes) for o in done]
+    assert ledger.best_value(region, sizes) == max(values)
+    assert ledger.best_value(region, sizes, [b, c]) == values[1]
+    assert ledger.best_value(region, sizes, [c]) is None
+    assert ledger.best_value(_region(4), sizes) is None
+    assignment = np.array([0, 0, 0, 1, 1, 1])
+    assert ledger.measured_objective([a, c], assignment, sizes) is None  # c never on {3,4,5}
+    ledger.train([(c, assignment == 1, "x")], 0)
+    assert ledger.measured_objective([a, c], assignment, sizes) is not None
+
+
+def test_partition_value_and_region_jobs(space) -> None:
+    a, b = _archs(space, 2)
+    ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+    sizes = np.ones(M)
+    assignment = np.array([0, 0, 1, 1, 1, 1])
+    jobs = region_jobs(assignment, [a, b], n_experts=3)  # expert 2 has no region: no job
+    assert [(j[0], j[1].tolist()) for j in jobs] == [
+        (a, (assignment == 0).tolist()),
+        (b, (assignment == 0).tolist()),
+        (a, (assignment == 1).tolist()),
+        (b, (assignment == 1).tolist()),
+    ]
+    assert partition_value(ledger, assignment, sizes, 2) is None
+    ledger.train(jobs[:2], 0)
+    assert partition_value(ledger, assignment, sizes, 2) is None
+    assert partition_value(ledger, assignment, sizes, 2, untrained=float("-inf")) == -np.inf
+    ledger.train(jobs[2:], 0)
+    expected = ledger.best_value(assignment == 0, sizes) + ledger.best_value(assignment == 1, sizes)
+    assert partition_value(ledger, assignment, sizes, 2) == expected
+
+
+def test_visited_partitions_skip_relabellings_and_the_final_grouping() -> None:
+    trace = [
+        {"iteration": 1, "routing": [0, 0, 1, 1], "jump": None},
+        {"iteration": 2, "routing": [1, 1, 0, 0], "jump": {"proposal": [0, 1, 0, 1]}},
+        {"iteration": 3, "routing": [0, 1, 1, 1], "jump": {"proposal": [1, 0, 1, 0]}},
+    ]
+    assert visited_partitions(trace, np.array([0, 1, 1, 1])) == [
+        (1, (0, 0, 1, 1)),
+        (2, (0, 1, 0, 1)),
+    ]
+    assert canonical_partition([2, 2, 0]) == (0, 0, 1)
+
+
+def test_the_s_step_measures_each_incumbent_on_its_hard_region(space) -> None:
+    a, b = _archs(space, 2)
+    cfg = SearchConfig(acquisitions_per_expert=0, measure_incumbents=True)
+    pools = [ExpertPool([a], np.zeros(1), np.ones((1, M))), ExpertPool([b], np.zeros(1), None)]
+    assignment = np.array([0, 0, 0, 0, 0, 0])  # expert 1 has no region
+    jobs = acquire(None, cfg, 0, pools, None, None, assignment, None, None, 1)
+    assert [(j[0], j[1].tolist(), j[2]) for j in jobs] == [(a, [True] * M, "incumbent")]
+
+
+def test_an_unmeasurable_partition_is_worth_minus_infinity(space) -> None:
+    a, b = _archs(space, 2)
+    ledger = Ledger(ObservationStore(M), AlwaysFails(), seed=0)
+    cfg = SearchConfig(pool_size=4)
+    explorer = Explorer(ledger, space, FlatModel(), FlatModel(), cfg)
+    assignment = np.array([0, 0, 0, 1, 1, 1])
+    rng = np.random.default_rng(0)
+    value, archs = explorer.measure_partition(assignment, [a, b], np.ones(M), rng, 1)
+    assert value == -np.inf and archs == [a, b]
+
+
+def test_the_return_rule_picks_the_best_measured_finalist(space) -> None:
+    ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+    cfg = SearchConfig(
+        n_iterations=2, final_candidates=3, refit_budget=3, finalist_budget=1, n_experts=2
+    )
+    incumbents = _archs(space, 2, seed=5)
+    other = np.array([0, 1, 0, 1, 0, 1])
+    final = np.array([0, 0, 0, 1, 1, 1])
+    ledger.train(region_jobs(other, incumbents, 2), 1)  # so `other` can be screened
+    trace = [{"iteration": 1, "routing": other.tolist(), "jump": None}]
+    sizes = np.ones(M)
+    chosen, archs, losses, selection = finalise(
+        ledger, space, cfg, trace, final, incumbents, sizes, sizes, np.random.default_rng(0)
+    )
+    finalists = selection["finalists"]
+    assert [f["partition"] for f in finalists] == [final.tolist(), other.tolist()]
+    best = max(finalists, key=lambda f: f["measured_objective"])
+    assert best["chosen"] and chosen.tolist() == best["partition"]
+    assert selection["equals_final_iterate"] == (best["partition"] == final.tolist())
+    for k, arch in enumerate(archs):  # the lowest region loss among everything on the region
+        region = chosen == k
+        on_region = ledger.store.on_mask(region)
+        assert ledger.store.lookup(arch, region) is not None
+        assert region_value(ledger.store.lookup(arch, region), region, sizes) == max(
+            region_value(o, region, sizes) for o in on_region
+        )
+        assert losses[k] is not None
