@@ -14,6 +14,7 @@ from .data import (
     read_tsf,
 )
 from .errors import SgemUserError
+from .fitting import fit
 from .moe.model import Forecast, Routing, SgemModel, load
 from .search import SGEM, SearchConfig, SearchResult
 from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
@@ -43,6 +44,7 @@ __all__ = [
     "Trainer",
     "__version__",
     "build_task",
+    "fit",
     "load",
     "make_image_task",
     "make_timeseries_task",

@@ -1,4 +1,4 @@
-"""The `sgem` command: run, resume, predict, show, plot, ops, download.
+"""The `sgem` command: run, fit, resume, predict, show, plot, ops, download.
 
 User mistakes (`SgemUserError` and the older ValueError-based errors) print one line and
 exit with code 2; anything else is a bug and prints its traceback with a request to report
@@ -55,6 +55,34 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="run directory (default runs/PRESET-seedN)")
     run.add_argument("--config", default=None, help="YAML file overriding preset keys")
     _add_executor_flags(run)
+    fit = sub.add_parser(
+        "fit",
+        help="search an MoE for your own data (table, series, image folder) and save the model",
+    )
+    fit.add_argument(
+        "data",
+        help="a CSV/Parquet/NPZ table, a long-format series table (unique_id, ds, y) or .tsf "
+        "file, or a folder of images with one sub-folder per class",
+    )
+    fit.add_argument("--kind", choices=["tabular", "timeseries", "images"], default=None)
+    fit.add_argument("--target", default=None, help="tabular: the column to predict")
+    fit.add_argument(
+        "--features", default=None, help="tabular: comma-separated feature columns (default all)"
+    )
+    fit.add_argument("--horizon", type=int, default=None, help="series: steps to forecast")
+    fit.add_argument(
+        "--context", type=int, default=None, help="series: past steps read (default from freq)"
+    )
+    fit.add_argument("--image-size", type=int, default=32, help="images: side in pixels (32)")
+    fit.add_argument("--clusters", type=int, default=None, help="M (default from the data size)")
+    fit.add_argument("--experts", type=int, default=None, help="K experts (default 2; series 4)")
+    fit.add_argument("--time-budget", default=None, help="e.g. 10m, 2h: plan the search to it")
+    fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    fit.add_argument("--out", default=None, help="run directory (default runs/fit-NAME-seedN)")
+    fit.add_argument("--config", default=None, help="YAML file overriding run config keys")
+    for name, default in (("--id-col", "unique_id"), ("--time-col", "ds"), ("--value-col", "y")):
+        fit.add_argument(name, default=default, help=f"series: column name (default {default})")
+    _add_executor_flags(fit)
     resume = sub.add_parser("resume", help="continue an interrupted run from its checkpoint")
     resume.add_argument("rundir", help="the run directory to continue")
     _add_executor_flags(resume)
@@ -145,6 +173,48 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fit(args: argparse.Namespace) -> int:
+    from .fitting import fit_config
+    from .pipeline import run_config, summarise
+
+    run = fit_config(
+        args.data,
+        kind=args.kind,
+        target=args.target,
+        features=args.features.split(",") if args.features else None,
+        horizon=args.horizon,
+        context=args.context,
+        image_size=args.image_size,
+        n_clusters=args.clusters,
+        n_experts=args.experts,
+        time_budget=args.time_budget,
+        seed=args.seed,
+        config=args.config,
+        id_col=args.id_col,
+        time_col=args.time_col,
+        value_col=args.value_col,
+    )
+    from pathlib import Path
+
+    out = args.out or f"runs/fit-{Path(args.data).stem or 'data'}-seed{args.seed}"
+    try:
+        result = run_config(
+            run,
+            out,
+            progress=not args.quiet,
+            executor=args.executor,
+            workers=args.workers,
+            ray_address=args.ray_address,
+            gpus_per_task=args.gpus_per_task,
+        )
+    except KeyboardInterrupt:
+        print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(summarise(result))
+    print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")
+    return 0
+
+
 def _predict(args: argparse.Namespace) -> int:
     from .errors import SgemUserError
     from .moe.model import load
@@ -224,6 +294,7 @@ def _download(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": _run,
+    "fit": _fit,
     "resume": _run,
     "predict": _predict,
     "show": _show,

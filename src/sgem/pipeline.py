@@ -39,6 +39,8 @@ from .data.images import build_image_task, downsample
 from .data.task import ClusteredTask
 from .data.timeseries import make_timeseries_task
 from .data.toy import make_toy_task
+from .data.user_tasks import BUILDERS
+from .errors import SgemUserError
 from .executors import make_executor
 from .moe.artifact import save_final_moe
 from .moe.cluster_gated import train_final_moe
@@ -53,6 +55,8 @@ from .surrogate.model import SurrogateConfig
 from .train.trainer import TrainConfig, resolve_device
 
 log = logging.getLogger(__name__)
+
+EXECUTORS = ("inline", "batched", "processes", "ray")
 
 TOY_PRESET: dict[str, Any] = {
     "task": {
@@ -237,7 +241,7 @@ PRESETS = {
 
 def preset(name: str) -> dict[str, Any]:
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; available: {sorted(PRESETS)}")
+        raise SgemUserError(f"unknown preset {name!r}; available: {sorted(PRESETS)}")
     return copy.deepcopy(PRESETS[name])
 
 
@@ -246,7 +250,7 @@ def merge(base: dict, override: dict, path: str = "") -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
         if key not in out:
-            raise ValueError(f"unknown config key {path}{key!r}; known: {sorted(out)}")
+            raise SgemUserError(f"unknown config key {path}{key!r}; known: {sorted(out)}")
         if isinstance(value, dict) and isinstance(out[key], dict):
             out[key] = merge(out[key], value, f"{path}{key}.")
         else:
@@ -257,11 +261,24 @@ def merge(base: dict, override: dict, path: str = "") -> dict:
 def load_config(name: str, config_file: str | Path | None = None) -> dict[str, Any]:
     cfg = preset(name)
     if config_file is not None:
-        data = yaml.safe_load(Path(config_file).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"{config_file} must hold a mapping of config keys")
-        cfg = merge(cfg, data)
+        cfg = merge(cfg, read_config_file(config_file))
     return cfg
+
+
+def read_config_file(path: str | Path) -> dict:
+    """A user's YAML config overrides: a mapping, read safely, with clear errors."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError as exc:
+        raise SgemUserError(f"--config file {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SgemUserError(f"--config file {path} cannot be read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise SgemUserError(f"--config file {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise SgemUserError(f"--config file {path} must hold a mapping of config keys")
+    return data
 
 
 def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
@@ -270,6 +287,8 @@ def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
     `image_size`, see `sgem.data.images.build_image_task` and `downsample`)."""
     params = dict(cfg)
     name = params.pop("name")
+    if name in BUILDERS:
+        return BUILDERS[name](params, seed)
     if name == "toy":
         return make_toy_task(seed=seed, **params)
     if name == "timeseries":
@@ -283,20 +302,22 @@ def build_task_from_config(cfg: dict, seed: int) -> ClusteredTask:
         if source == "monash":
             directory = directory or os.environ.get("SGEM_MONASH_DIR")
             if not directory:
-                raise ValueError(
+                raise SgemUserError(
                     "the Monash time-series task needs the directory holding the .tsf files: "
                     "set task.directory in a --config YAML file, or $SGEM_MONASH_DIR"
                 )
             return make_timeseries_task(
                 directory, names=domains, seed=seed, name="timeseries", **params
             )
-        raise ValueError(
+        raise SgemUserError(
             f"unknown time-series source {source!r}; expected 'offline' (the shared stand-ins) "
             "or 'monash' (the real files in task.directory)"
         )
     if name == "images":
         return downsample(build_image_task(params, seed), params.get("image_size"))
-    raise ValueError(f"unknown task {name!r}; available: ['images', 'timeseries', 'toy']")
+    raise SgemUserError(
+        f"unknown task {name!r}; available: {sorted(['images', 'timeseries', 'toy', *BUILDERS])}"
+    )
 
 
 def config_fingerprint(run_cfg: dict) -> str:
@@ -318,15 +339,59 @@ def run_experiment(
 ) -> dict:
     """Run a preset end to end and write its run directory. Returns result.json's content."""
     run_cfg = load_config(name, config_file)
-    run_cfg["seed"] = int(seed)
-    out = Path(out) if out is not None else Path("runs") / f"{name}-seed{seed}"
+    run_cfg["seed"] = seed
+    out = Path("runs") / f"{name}-seed{seed}" if out is None else out
+    return run_config(run_cfg, out, progress, executor, workers, ray_address, gpus_per_task)
+
+
+def validate_run(run_cfg: dict, executor: str = "inline", workers: int = 2) -> None:
+    """Check a run config and the execution flags before anything is written, so a typo
+    never claims a run directory."""
+    seed = run_cfg.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SgemUserError(f"the seed must be an integer >= 0, got {seed!r}")
+    if executor not in EXECUTORS:
+        raise SgemUserError(f"unknown executor {executor!r}; choose one of {list(EXECUTORS)}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise SgemUserError(f"--workers must be an integer >= 1, got {workers!r}")
+    SearchConfig.from_dict(run_cfg["search"])
+    build_space(run_cfg["space"])
+    threads = run_cfg.get("torch_threads")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SgemUserError(f"torch_threads must be an integer >= 1, got {threads!r}")
+    budget = run_cfg.get("time_budget")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0
+    ):
+        raise SgemUserError(f"time_budget must be a number of seconds > 0, got {budget!r}")
+
+
+def run_config(
+    run_cfg: dict,
+    out: str | Path,
+    progress: bool = True,
+    executor: str = "inline",
+    workers: int = 2,
+    ray_address: str | None = None,
+    gpus_per_task: float = 0.0,
+) -> dict:
+    """Run a complete run config (task, space, search, seed, ...) into run directory `out`:
+    the one experiment path behind `sgem run`, `sgem fit` and the Python API."""
+    if str(out).strip() == "":
+        raise SgemUserError("the output directory is empty; give --out DIR")
+    validate_run(run_cfg, executor, workers)
     rundir = RunDirectory(out)
-    state = rundir.prepare({"run": run_cfg, "versions": versions()})
-    if state == "complete":
+    if rundir.is_complete and rundir.read_config().get("run") == run_cfg:
         result = rundir.read_result()
         result["reused"] = True
         return result
-    return _execute(run_cfg, rundir, progress, False, executor, workers, ray_address, gpus_per_task)
+    # the data is read before the directory is claimed: a bad file claims nothing
+    torch.set_num_threads(int(run_cfg["torch_threads"]))
+    task = build_task_from_config(run_cfg["task"], int(run_cfg["seed"]))
+    rundir.prepare({"run": run_cfg, "versions": versions()})
+    return _execute(
+        run_cfg, rundir, progress, False, executor, workers, ray_address, gpus_per_task, task
+    )
 
 
 def resume_experiment(
@@ -356,11 +421,13 @@ def _execute(
     workers: int,
     ray_address: str | None,
     gpus_per_task: float = 0.0,
+    task: ClusteredTask | None = None,
 ) -> dict:
     start = time.perf_counter()
     seed = int(run_cfg["seed"])
     torch.set_num_threads(int(run_cfg["torch_threads"]))
-    task = build_task_from_config(run_cfg["task"], seed)
+    if task is None:
+        task = build_task_from_config(run_cfg["task"], seed)
     space = build_space(run_cfg["space"])
     search_cfg = SearchConfig.from_dict(run_cfg["search"])
     store = ObservationStore(
@@ -374,6 +441,9 @@ def _execute(
             rundir.rewrite_trace(payload["trace"])
 
     device = str(resolve_device(run_cfg.get("device", "cpu")))
+    plan = None
+    if run_cfg.get("time_budget"):
+        search_cfg, plan = _budget_plan(run_cfg, rundir, task, space, search_cfg, device, start)
     search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener, device=device)
     try:
         # in-process executors are built by the search from its own trainer
@@ -410,6 +480,8 @@ def _execute(
     result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume
     result["executor"] = executor_kind
+    if plan is not None:
+        result["time_budget"] = plan
     save_final_moe(
         rundir.file(MODEL_DIR),
         task,
@@ -422,6 +494,9 @@ def _execute(
             "method": "sgem",
             "crps_samples": int(run_cfg.get("crps_samples", 100)),
             "torch_threads": int(run_cfg["torch_threads"]),
+            "encoding": task.meta.get("encoding"),
+            "target": task.meta.get("target"),
+            "freq": task.meta.get("freq"),
         },
     )
     result["model"] = MODEL_DIR
@@ -445,6 +520,45 @@ def _execute(
         except Exception as exc:  # a figure must never fail a finished run
             log.warning("could not draw the cluster representatives of %s: %s", rundir.path, exc)
     return result
+
+
+PLAN = "budget_plan.json"
+
+
+def _budget_plan(
+    run_cfg: dict,
+    rundir: RunDirectory,
+    task: ClusteredTask,
+    space,
+    search_cfg: SearchConfig,
+    device: str,
+    start: float,
+) -> tuple[SearchConfig, dict]:
+    """The search config planned to the run's time budget. The plan is written once and
+    reused on resume, so a resumed run searches exactly what the original planned."""
+    from dataclasses import replace
+
+    from .budget import pilot_seconds, plan_search
+    from .train.trainer import Trainer
+
+    file = rundir.file(PLAN)
+    if file.exists():
+        plan = json.loads(file.read_text())
+    else:
+        trainer = Trainer(task, space, search_cfg.train, device)
+        t = pilot_seconds(task, trainer, space, int(run_cfg["seed"]))
+        n_fit = len(task.train) + len(task.val)
+        if run_cfg.get("final_epochs"):  # epochs over train + val, summed over experts
+            batch = min(search_cfg.train.batch_size or n_fit, n_fit)
+            final = run_cfg["final_epochs"] * n_fit / batch / search_cfg.train.steps
+        else:
+            final = search_cfg.n_experts * search_cfg.final_steps / search_cfg.train.steps
+            final *= max(1.0, n_fit / len(task.train) / search_cfg.n_experts)
+        seconds = float(run_cfg["time_budget"]) - (time.perf_counter() - start)
+        _, plan = plan_search(search_cfg, seconds, t, final)
+        file.write_text(json.dumps(plan, indent=1))
+    keys = ("n_init", "n_iterations", "final_candidates", "finalist_budget", "refit_budget")
+    return replace(search_cfg, **{k: plan[k] for k in keys if k in plan}), plan
 
 
 def _result_json(

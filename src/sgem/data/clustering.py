@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.cluster import KMeans
 
+from ..errors import SgemUserError
+
 
 def fit_kmeans(
     x_train: np.ndarray, n_clusters: int, seed: int = 0
@@ -16,7 +18,10 @@ def fit_kmeans(
     """
     flat = x_train.reshape(len(x_train), -1).astype(np.float64)
     if n_clusters > len(flat):
-        raise ValueError(f"cannot form {n_clusters} clusters from {len(flat)} training samples")
+        raise SgemUserError(
+            f"cannot form {n_clusters} clusters from {len(flat)} training samples; use fewer "
+            "clusters or more data"
+        )
     km = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(flat)
     return km.cluster_centers_, km.labels_.astype(np.int64)
 

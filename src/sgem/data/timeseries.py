@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..errors import SgemUserError
 from .clustering import (
     assign_to_centroids,
     cluster_purity,
@@ -195,7 +196,16 @@ def unscale(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 def _series_of(domain: TSFData | Sequence[np.ndarray]) -> list[np.ndarray]:
     raw = domain.series if isinstance(domain, TSFData) else domain
-    return [np.asarray(s, dtype=np.float64).ravel() for s in raw]
+    out = []
+    for i, s in enumerate(raw):
+        a = np.asarray(s, dtype=np.float64)
+        if a.ndim != 1:
+            raise SgemUserError(
+                f"series {i} must be 1-D (one value per time step), got shape {a.shape}; pass "
+                "a (T, C) multichannel series as C separate series, e.g. list(a.T)"
+            )
+        out.append(a)
+    return out
 
 
 def _valid_starts(series: list[np.ndarray], width: int) -> list[np.ndarray]:

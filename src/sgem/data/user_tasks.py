@@ -1,0 +1,150 @@
+"""`ClusteredTask`s from the user's own files (what `sgem fit` searches over).
+
+Each builder reads a file with `sgem.data.files`, splits, clusters with the same builders
+the benchmarks use, and records in `task.meta` what a saved model needs to treat new data
+the same way (feature encoding and standardisation, class labels, context and horizon).
+Every builder is a pure function of its config section and the seed, so `sgem resume`
+rebuilds the identical task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import SgemUserError
+from .build import build_task
+from .task import ClusteredTask
+
+
+def default_n_clusters(n_samples: int) -> int:
+    """M from the data size: about 100 training samples per cluster, between 4 and 30."""
+    return int(np.clip(n_samples // 100, 4, 30))
+
+
+def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
+    """Classification on a CSV / Parquet / NPZ table: features encoded (one-hot for
+    categories), standardised per feature with the train + validation statistics (never the
+    test rows'), clustered by k-means."""
+    from .files import read_table
+
+    data = read_table(cfg["path"], target=cfg.get("target"), features=cfg.get("features"))
+    if data.task_kind != "classification":
+        raise SgemUserError(
+            f"the target {data.target!r} looks continuous (regression); sgem fit handles "
+            "classification targets only so far. Give a categorical target, or bin it."
+        )
+    n = len(data.x)
+    n_clusters = int(cfg.get("n_clusters") or default_n_clusters(n))
+    rng = np.random.default_rng([seed, 31])
+    perm = rng.permutation(n)
+    n_test = round(float(cfg.get("test_fraction", 0.2)) * n)
+    test, rest = perm[:n_test], perm[n_test:]
+    mean = data.x[rest].astype(np.float64).mean(0)
+    std = data.x[rest].astype(np.float64).std(0)
+    std = np.where(std > 1e-12, std, 1.0)
+
+    def scaled(idx: np.ndarray) -> np.ndarray:
+        return ((data.x[idx] - mean) / std).astype(np.float32)
+
+    task = build_task(
+        scaled(rest),
+        data.y[rest],
+        n_clusters=n_clusters,
+        test=(scaled(test), data.y[test]),
+        val_fraction=float(cfg.get("val_fraction", 0.2)),
+        n_classes=len(data.classes or []),
+        seed=seed,
+        name=str(cfg.get("name_in_results", "table")),
+    )
+    meta = {
+        **task.meta,
+        "standardisation": {"mean": mean, "std": std},
+        "feature_names": list(data.feature_names),
+        "classes": [_plain(c) for c in data.classes or []],
+        "encoding": data.encoding,
+        "target": data.target,
+    }
+    return replace(task, meta=meta)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
+    """Forecasting on long-format series or a .tsf file: windows of `context` -> `horizon`
+    values from every series, clustered on their descriptors (one domain: the file)."""
+    from .files import check_series_lengths, default_context, read_long_series
+    from .timeseries import make_timeseries_task
+
+    data = read_long_series(
+        cfg["path"],
+        id_col=cfg.get("id_col", "unique_id"),
+        time_col=cfg.get("time_col", "ds"),
+        value_col=cfg.get("value_col", "y"),
+    )
+    horizon = int(cfg.get("horizon") or data.horizon or 0)
+    if horizon < 1:
+        raise SgemUserError("give the forecast horizon: --horizon N (steps to forecast)")
+    context = int(cfg.get("context") or default_context(data.freq, horizon))
+    names = check_series_lengths(data, context, horizon, drop_short=True)
+    series = [data.series[n] for n in names]
+    windows = _available_windows(series, context + horizon)
+    n_windows = int(cfg.get("n_windows") or min(4000, windows))
+    if n_windows > windows:
+        raise SgemUserError(
+            f"asked for {n_windows} windows but the series hold only {windows} windows of "
+            f"{context + horizon} values without a missing value; use fewer (--n-windows)"
+        )
+    n_clusters = int(cfg.get("n_clusters") or default_n_clusters(n_windows))
+    task = make_timeseries_task(
+        {"series": series},
+        n_windows=n_windows,
+        n_clusters=n_clusters,
+        context=context,
+        horizon=horizon,
+        seed=seed,
+        name="series",
+    )
+    meta = {**task.meta, "freq": data.freq, "series_names": names}
+    return replace(task, meta=meta)
+
+
+def _available_windows(series: list[np.ndarray], width: int) -> int:
+    total = 0
+    for s in series:
+        if len(s) < width:
+            continue
+        bad = np.concatenate([[0], np.cumsum(~np.isfinite(s))])
+        total += int((bad[width:] == bad[:-width]).sum())
+    return total
+
+
+def image_folder_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
+    """Classification on an image folder (one sub-folder per class) or an NPZ (x, y)."""
+    from pathlib import Path
+
+    from .files import read_image_folder, read_image_npz
+    from .images import make_image_task
+
+    path = Path(cfg["path"])
+    size = cfg.get("image_size")
+    data = read_image_npz(path) if path.suffix.lower() == ".npz" else read_image_folder(path, size)
+    n_clusters = int(cfg.get("n_clusters") or default_n_clusters(len(data.x)))
+    task = make_image_task(
+        data.x,
+        data.y,
+        n_clusters=n_clusters,
+        seed=seed,
+        n_classes=len(data.class_names),
+        name="images",
+    )
+    return replace(task, meta={**task.meta, "classes": list(data.class_names)})
+
+
+BUILDERS = {"table": table_task, "series": series_task, "image_folder": image_folder_task}
+
+__all__ = ["BUILDERS", "default_n_clusters", "image_folder_task", "series_task", "table_task"]

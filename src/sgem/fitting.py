@@ -1,0 +1,137 @@
+"""`sgem fit` / `sgem.fit`: search an MoE for the user's own file and save the model.
+
+    model = sgem.fit("train.csv", target="label", time_budget="10m")
+    model = sgem.fit("sales.csv", horizon=14)          # long format: unique_id, ds, y
+    model = sgem.fit("photos/", image_size=32)          # one sub-folder per class
+
+The kind of data is inferred from the path (a folder: images; a .tsf file or a table with
+the id/time/value columns: series; any other table: tabular, which needs `target`). The
+run config starts from the matching preset's space and search (toy, ts-offline,
+images-offline), takes the data-derived defaults (M from the number of samples, context
+from the frequency), then the user's overrides; it is written whole to config.yaml and run
+through the same experiment path as `sgem run` (so `sgem resume` works).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import SgemUserError
+
+KINDS = ("tabular", "timeseries", "images")
+_PRESET_OF = {"tabular": "toy", "timeseries": "ts-offline", "images": "images-offline"}
+_TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".gz", ".parquet", ".pq")
+
+
+def infer_kind(path: Path, id_col: str = "unique_id", time_col: str = "ds", value_col: str = "y"):
+    """'images' for a folder, 'timeseries' for .tsf or a table with the series columns,
+    'tabular' for any other table or NPZ."""
+    if path.is_dir():
+        return "images"
+    suffix = path.suffix.lower()
+    if suffix in (".tsf", ".zip"):
+        return "timeseries"
+    if suffix == ".npz":
+        import numpy as np
+
+        with np.load(path, allow_pickle=False) as data:
+            x = data.get("x")
+        return "images" if x is not None and x.dtype == np.uint8 and x.ndim >= 3 else "tabular"
+    if suffix in _TABLE_SUFFIXES:
+        from .data.files import read_frame
+
+        columns = set(read_frame(path).columns)
+        return "timeseries" if {id_col, time_col, value_col} <= columns else "tabular"
+    raise SgemUserError(
+        f"cannot tell what {path.name} holds; give a CSV/Parquet/NPZ table, a .tsf file or a "
+        "folder of images (or --kind)"
+    )
+
+
+def fit_config(
+    data: str | os.PathLike,
+    *,
+    kind: str | None = None,
+    target: str | None = None,
+    features: list[str] | None = None,
+    horizon: int | None = None,
+    context: int | None = None,
+    image_size: int | None = 32,
+    n_clusters: int | None = None,
+    n_experts: int | None = None,
+    time_budget: str | float | None = None,
+    seed: int = 0,
+    config: str | os.PathLike | dict | None = None,
+    id_col: str = "unique_id",
+    time_col: str = "ds",
+    value_col: str = "y",
+) -> dict[str, Any]:
+    """The full run config `sgem fit` runs for `data` (nothing is read but the header)."""
+    from .budget import parse_duration
+    from .pipeline import merge, preset, read_config_file
+
+    path = Path(data).expanduser()
+    if not path.exists():
+        raise SgemUserError(f"{path} does not exist")
+    kind = kind or infer_kind(path, id_col, time_col, value_col)
+    if kind not in KINDS:
+        raise SgemUserError(f"unknown --kind {kind!r}; choose one of {list(KINDS)}")
+    base = preset(_PRESET_OF[kind])
+    task: dict[str, Any] = {"path": str(path.resolve()), "n_clusters": n_clusters}
+    if kind == "tabular":
+        if not target and path.suffix.lower() != ".npz":
+            raise SgemUserError("a table needs the column to predict: --target COLUMN")
+        task.update(name="table", target=target, features=features)
+    elif kind == "timeseries":
+        task.update(
+            name="series",
+            horizon=horizon,
+            context=context,
+            n_windows=None,
+            id_col=id_col,
+            time_col=time_col,
+            value_col=value_col,
+        )
+    else:
+        task.update(name="image_folder", image_size=image_size)
+        base["space"]["in_channels"] = 3
+    run = {k: v for k, v in base.items() if k != "task"}
+    run["task"] = task
+    if n_experts is not None:
+        run["search"]["n_experts"] = n_experts
+    run["time_budget"] = None if time_budget is None else parse_duration(time_budget)
+    if config is not None:
+        override = config if isinstance(config, dict) else read_config_file(config)
+        run = merge(run, copy.deepcopy(override))
+    run["seed"] = seed
+    return run
+
+
+def fit(
+    data: str | os.PathLike,
+    *,
+    out: str | os.PathLike | None = None,
+    progress: bool = True,
+    executor: str = "inline",
+    workers: int = 2,
+    **options: Any,
+):
+    """Search an MoE for `data`, save it in `out` (default runs/fit-<name>-seed<N>) and
+    return the loaded `SgemModel` (its result.json as `model.result`). Options are those of
+    `fit_config`."""
+    from .moe.model import load
+    from .pipeline import run_config
+
+    run = fit_config(data, **options)
+    if out is None:
+        out = Path("runs") / f"fit-{Path(data).stem or 'data'}-seed{run['seed']}"
+    result = run_config(run, out, progress=progress, executor=executor, workers=workers)
+    model = load(out)
+    model.result = result
+    return model
+
+
+__all__ = ["KINDS", "fit", "fit_config", "infer_kind"]

@@ -1,0 +1,177 @@
+"""`sgem fit` on the user's own files (a CSV with string labels, long-format series, an image
+folder), then `sgem predict` on new data, as a new user would type it; bad inputs refused
+before a run directory is claimed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sgem
+from sgem.budget import parse_duration, plan_search
+from sgem.cli import main
+from sgem.errors import SgemUserError
+from sgem.fitting import fit_config, infer_kind
+from sgem.search import SearchConfig
+
+#: a seconds-long search (the same keys as configs/toy-smoke.yaml)
+TINY = {
+    "search": {
+        "n_iterations": 2,
+        "n_init": 8,
+        "pool_size": 20,
+        "mc_masks": 3,
+        "routing_steps": 5,
+        "acquisitions_per_expert": 1,
+        "explore_every": 2,
+        "refit_budget": 1,
+        "final_candidates": 1,
+        "finalist_budget": 1,
+        "final_steps": 30,
+        "train": {"steps": 20},
+        "surrogate": {"epochs_first": 20, "epochs_refit": 5, "mc_samples": 3},
+    }
+}
+
+
+@pytest.fixture
+def table(tmp_path) -> Path:
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-4, 1, (300, 2)), rng.normal(4, 1, (300, 2))]
+    label = np.where(x[:, 0] + x[:, 1] > 0, "yes", "no")
+    frame = pd.DataFrame({"a": x[:, 0], "b": 100 * x[:, 1], "kind": rng.choice(["u", "v"], 600)})
+    frame["label"] = label
+    path = tmp_path / "train.csv"
+    frame.to_csv(path, index=False)
+    frame.drop(columns="label").head(9).to_csv(tmp_path / "new.csv", index=False)
+    return path
+
+
+def _yaml(tmp_path: Path, cfg: dict) -> Path:
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_fit_a_csv_then_predict_as_a_user_would(table, tmp_path) -> None:
+    out = tmp_path / "run"
+    cfg = _yaml(tmp_path, TINY)
+    args = ["fit", str(table), "--target", "label", "--out", str(out), "--config", str(cfg)]
+    assert main([*args, "--quiet"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["task"] == "table" and result["test_accuracy"] is not None
+    preds = tmp_path / "preds.csv"
+    assert main(["predict", str(out), str(tmp_path / "new.csv"), "--out", str(preds)]) == 0
+    frame = pd.read_csv(preds)
+    assert len(frame) == 9 and set(frame["prediction"]) <= {"yes", "no"}
+    assert {"p_no", "p_yes", "expert", "cluster"} <= set(frame.columns)
+    model = sgem.load(out)
+    assert model.classes == ["no", "yes"]
+    config = (out / "config.yaml").read_text()
+    assert "target: label" in config and "n_iterations: 2" in config
+
+
+def test_fit_long_format_series_then_forecast(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(6):
+        n = 200 + 20 * i
+        ds = pd.date_range("2020-01-01", periods=n, freq="D")
+        y = (1 + i) * (10 + np.sin(np.arange(n) * 2 * np.pi / 7)) + rng.normal(0, 0.2, n)
+        rows.append(pd.DataFrame({"unique_id": f"s{i}", "ds": ds, "y": y}))
+    path = tmp_path / "series.csv"
+    pd.concat(rows).to_csv(path, index=False)
+    assert infer_kind(path) == "timeseries"
+    override = {
+        **TINY,
+        "task": {"n_windows": 300, "n_clusters": 4},
+        "space": {"channels": 4, "n_nodes": 2},
+        "search": {**TINY["search"], "n_experts": 2, "train": {"steps": 10, "batch_size": 32}},
+        "crps_samples": 10,
+    }
+    model = sgem.fit(path, horizon=7, out=tmp_path / "run", progress=False, config=override, seed=0)
+    assert model.is_forecaster and model.preprocessor.context == 28  # daily: max(28, 4 * 7)
+    out = tmp_path / "fc.csv"
+    assert main(["predict", str(tmp_path / "run"), str(path), "--out", str(out)]) == 0
+    fc = pd.read_csv(out)
+    assert len(fc) == 6 * 7 and {"unique_id", "ds", "forecast", "q0.1", "q0.9"} <= set(fc)
+    # forecasts are in each series' units: series s5 is ~6x series s0
+    level = fc.groupby("unique_id")["forecast"].mean()
+    assert 3 < level["s5"] / level["s0"] < 12
+
+
+def test_fit_an_image_folder(tmp_path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    for c, (lo, hi) in enumerate(((0, 80), (170, 255))):
+        folder = tmp_path / "imgs" / f"class{c}"
+        folder.mkdir(parents=True)
+        for i in range(40):
+            pixels = rng.integers(lo, hi, size=(8, 8, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / f"{i}.png")
+    override = {
+        **TINY,
+        "space": {"ops": ["skip", "max_pool_3x3"], "n_cell_nodes": 1, "init_channels": 4},
+        "search": {**TINY["search"], "train": {"steps": 5, "batch_size": 16}},
+        "final_epochs": 1,
+    }
+    model = sgem.fit(
+        tmp_path / "imgs",
+        image_size=8,
+        n_clusters=4,
+        out=tmp_path / "run",
+        progress=False,
+        config=override,
+    )
+    assert model.classes == ["class0", "class1"]
+    out = tmp_path / "p.csv"
+    assert main(["predict", str(tmp_path / "run"), str(tmp_path / "imgs"), "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert len(frame) == 80 and set(frame["prediction"]) <= {"class0", "class1"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target": "nope"}, "nope"),
+        ({"target": None}, "--target"),
+        ({"target": "label", "kind": "audio"}, "unknown --kind"),
+        ({"target": "label", "time_budget": "soon"}, "time budget"),
+    ],
+)
+def test_bad_fit_inputs_claim_nothing(table, tmp_path, kwargs, message) -> None:
+    out = tmp_path / "never"
+    with pytest.raises(SgemUserError, match=message):
+        sgem.fit(table, out=out, progress=False, config=TINY, **kwargs)
+    assert not out.exists()
+
+
+def test_missing_file_and_bad_seed(tmp_path, table) -> None:
+    with pytest.raises(SgemUserError, match="does not exist"):
+        fit_config(tmp_path / "missing.csv", target="y")
+    with pytest.raises(SgemUserError, match="seed"):
+        sgem.fit(table, target="label", seed=-1, out=tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("90s", 90), ("10m", 600), ("1.5h", 5400), ("1h30m", 5400)]
+)
+def test_parse_duration(text, seconds) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_budget_plan_shrinks_the_search_when_time_is_short() -> None:
+    cfg = SearchConfig()
+    tight, plan = plan_search(cfg, seconds=20, candidate_seconds=0.2, final_factor=4)
+    assert tight.n_iterations < cfg.n_iterations and tight.n_init < cfg.n_init
+    assert plan["affordable_trainings"] == int(0.5 * (20 - 0.8) / 0.2)
+    roomy, _ = plan_search(cfg, seconds=10_000, candidate_seconds=0.2, final_factor=4)
+    assert roomy == cfg
