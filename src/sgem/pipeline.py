@@ -389,9 +389,10 @@ def run_config(
     torch.set_num_threads(int(run_cfg["torch_threads"]))
     task = build_task_from_config(run_cfg["task"], int(run_cfg["seed"]))
     rundir.prepare({"run": run_cfg, "versions": versions()})
-    return _execute(
-        run_cfg, rundir, progress, False, executor, workers, ray_address, gpus_per_task, task
-    )
+    with rundir.lock():
+        return _execute(
+            run_cfg, rundir, progress, False, executor, workers, ray_address, gpus_per_task, task
+        )
 
 
 def resume_experiment(
@@ -409,7 +410,10 @@ def resume_experiment(
         result["reused"] = True
         return result
     run_cfg = rundir.load_for_resume()["run"]
-    return _execute(run_cfg, rundir, progress, True, executor, workers, ray_address, gpus_per_task)
+    with rundir.lock():
+        return _execute(
+            run_cfg, rundir, progress, True, executor, workers, ray_address, gpus_per_task
+        )
 
 
 def _execute(

@@ -7,9 +7,12 @@ is written atomically, so a reader never sees half a result.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ CONFIG = "config.yaml"
 TRACE = "trace.jsonl"
 STORE = "store.sqlite"
 RESULT = "result.json"
+LOCK = "run.lock"
 
 
 class RunDirectoryError(ValueError):
@@ -125,6 +129,42 @@ class RunDirectory:
             raise RunDirectoryError(f"{self.file(CONFIG)} has no 'run' section")
         return config
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the directory for one live process (`run.lock`: pid, host, start time).
+
+        A second `sgem run` / `fit` / `resume` on a directory whose run is alive is refused,
+        naming the holder; a lock left by a process that is gone (on this host) is taken
+        over, so a crash or `kill -9` never blocks `sgem resume`.
+        """
+        file = self.file(LOCK)
+        me = {"pid": os.getpid(), "host": platform.node(), "since": time.time()}
+        for _ in range(2):
+            try:
+                fd = os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = _read_lock(file)
+                if holder is not None and _alive(holder):
+                    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["since"]))
+                    raise RunDirectoryError(
+                        f"{self.path} is in use by process {holder['pid']} on "
+                        f"{holder['host']} (since {since}); wait for it to finish or stop it "
+                        f"first. If that process is gone, delete {file}."
+                    ) from None
+                file.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as fh:
+                json.dump(me, fh)
+            break
+        else:  # pragma: no cover - another process took it between our two tries
+            raise RunDirectoryError(f"{self.path} was just claimed by another process")
+        try:
+            yield
+        finally:
+            holder = _read_lock(file)
+            if holder is not None and holder.get("pid") == me["pid"]:
+                file.unlink(missing_ok=True)
+
     def rewrite_trace(self, rows: list[dict]) -> None:
         tmp = self.file(TRACE + ".tmp")
         tmp.write_text("".join(dumps(r) + "\n" for r in rows))
@@ -149,6 +189,27 @@ class RunDirectory:
     def read_trace(self) -> list[dict]:
         lines = self.file(TRACE).read_text().splitlines()
         return [json.loads(line) for line in lines if line.strip()]
+
+
+def _read_lock(file: Path) -> dict | None:
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # half-written or unreadable: treated as stale
+    return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+
+
+def _alive(holder: dict) -> bool:
+    """Whether the lock's process still runs (on another host we cannot tell: assume so)."""
+    if holder.get("host") != platform.node():
+        return True
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:

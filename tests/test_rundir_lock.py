@@ -1,0 +1,63 @@
+"""One live process per run directory: a second run/resume is refused naming the holder; a
+stale lock (its process gone) is taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sgem.rundir import LOCK, RunDirectory, RunDirectoryError
+
+
+def test_second_holder_refused_while_the_first_lives(tmp_path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from sgem.rundir import RunDirectory\n"
+            f"with RunDirectory({str(tmp_path)!r}).lock():\n"
+            "    print('held', flush=True); time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        refused = pytest.raises(RunDirectoryError, match=f"in use by process {holder.pid}")
+        with refused, RunDirectory(tmp_path).lock():
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died without releasing: its lock is stale and is taken over
+    assert (tmp_path / LOCK).exists()
+    with RunDirectory(tmp_path).lock():
+        assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
+    assert not (tmp_path / LOCK).exists()
+
+
+def test_stale_or_garbled_lock_is_taken_over(tmp_path) -> None:
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)
+    lock = tmp_path / LOCK
+    lock.write_text(json.dumps({"pid": pid, "host": platform.node(), "since": time.time()}))
+    with RunDirectory(tmp_path).lock():
+        pass
+    lock.write_text("{half")
+    with RunDirectory(tmp_path).lock():
+        pass
+    assert not lock.exists()
+
+
+def test_lock_released_on_error(tmp_path) -> None:
+    with pytest.raises(KeyError), RunDirectory(tmp_path).lock():
+        raise KeyError("boom")
+    assert not (tmp_path / LOCK).exists()
