@@ -751,6 +751,9 @@ def make_image_task(
         "normalise": normalise,
         "embedding": getattr(embedding, "name", type(embedding).__name__),
         "embedding_dim": int(z.shape[1]),
+        # what a saved model needs to route new images: the fitted embedding, the pixel size
+        "embedding_model": embedding,
+        "image_shape_hwc": [int(v) for v in x.shape[1:]],
         "centroid_space": "embedding",
         "n_clusters_requested": int(n_requested),
         "merged_clusters": merged,
@@ -920,4 +923,10 @@ def downsample(task: ClusteredTask, size: int | None) -> ClusteredTask:
         x = F.avg_pool2d(torch.from_numpy(split.x), h // size).numpy()
         return Split(np.ascontiguousarray(x), split.y, split.cluster, split.source)
 
-    return replace(task, train=pool(task.train), val=pool(task.val), test=pool(task.test))
+    return replace(
+        task,
+        train=pool(task.train),
+        val=pool(task.val),
+        test=pool(task.test),
+        meta={**task.meta, "image_size": int(size)},
+    )
