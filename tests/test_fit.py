@@ -175,3 +175,22 @@ def test_budget_plan_shrinks_the_search_when_time_is_short() -> None:
     assert plan["affordable_trainings"] == int(0.5 * (20 - 0.8) / 0.2)
     roomy, _ = plan_search(cfg, seconds=10_000, candidate_seconds=0.2, final_factor=4)
     assert roomy == cfg
+
+
+def test_fit_a_regression_table(tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(-3, 1, (250, 2)), rng.normal(3, 1, (250, 2))]
+    target = np.where(x[:, 0] < 0, 2 * x[:, 1], x[:, 1] ** 2) * 50 + 1000
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "price": target})
+    path = tmp_path / "reg.csv"
+    frame.to_csv(path, index=False)
+    model = sgem.fit(path, target="price", out=tmp_path / "run", progress=False, config=TINY)
+    assert not model.is_classifier and model.spec.space["head"] == "student_t"
+    pred = model.predict(frame[["a", "b"]].to_numpy()[:20])
+    assert pred.shape == (20,) and 500 < np.median(pred) < 1600  # original units
+    q = model.predict_quantiles(frame[["a", "b"]].to_numpy()[:20])
+    assert np.all(q[0.1] <= q[0.9])
+    result = model.result
+    assert result["test_nll"] is not None and result["test_crps"] is not None
+    scores = model.evaluate(frame[["a", "b"]].to_numpy(), frame["price"].to_numpy())
+    assert np.isfinite(scores["test_nll"])

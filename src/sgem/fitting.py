@@ -84,7 +84,12 @@ def fit_config(
     if kind == "tabular":
         if not target and path.suffix.lower() != ".npz":
             raise SgemUserError("a table needs the column to predict: --target COLUMN")
-        task.update(name="table", target=target, features=features)
+        from .data.files import read_table
+
+        table_kind = read_table(path, target=target, features=features).task_kind
+        task.update(name="table", target=target, features=features, kind=table_kind)
+        if table_kind == "regression":
+            base["space"]["head"] = "student_t"
     elif kind == "timeseries":
         task.update(
             name="series",

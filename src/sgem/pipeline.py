@@ -499,6 +499,7 @@ def _execute(
             "crps_samples": int(run_cfg.get("crps_samples", 100)),
             "torch_threads": int(run_cfg["torch_threads"]),
             "encoding": task.meta.get("encoding"),
+            "target_standardisation": task.meta.get("target_standardisation"),
             "target": task.meta.get("target"),
             "freq": task.meta.get("freq"),
         },
@@ -568,29 +569,44 @@ def _budget_plan(
 def _result_json(
     task: ClusteredTask, found: SearchResult, moe: dict, seed: int, seconds: float
 ) -> dict:
+    return (
+        {
+            "task": task.name,
+            "seed": seed,
+            "routing": found.assignment.tolist(),
+            "architectures": [a.to_json() for a in found.architectures],
+            "architecture_keys": [a.key for a in found.architectures],
+            "oracle_partition": None
+            if task.oracle_partition is None
+            else task.oracle_partition.tolist(),
+            "oracle_match": found.oracle_match,
+            "region_val_losses": found.region_val_losses,
+            "selection": found.selection,
+            "test_accuracy": moe["test_accuracy"],
+            "test_nll": moe["test_nll"],
+            "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
+            "n_trained": found.n_trained,
+            "failed_trainings": found.failures,
+            "search_seconds": round(found.seconds, 3),
+            "wall_seconds": round(seconds, 3),
+            "mean_cluster_purity": task.meta.get("mean_purity"),
+            "cluster_sizes": task.cluster_sizes.tolist(),
+            "versions": versions(),
+        }
+        | (_forecast_json(task, moe) if task.loss == "student_t" else {})
+        | _target_units(task, moe)
+    )
+
+
+def _target_units(task: ClusteredTask, moe: dict) -> dict:
+    """Regression on a table: RMSE and CRPS back in the target's own units."""
+    target = task.meta.get("target_standardisation")
+    if not target or moe.get("test_rmse") is None:
+        return {}
     return {
-        "task": task.name,
-        "seed": seed,
-        "routing": found.assignment.tolist(),
-        "architectures": [a.to_json() for a in found.architectures],
-        "architecture_keys": [a.key for a in found.architectures],
-        "oracle_partition": None
-        if task.oracle_partition is None
-        else task.oracle_partition.tolist(),
-        "oracle_match": found.oracle_match,
-        "region_val_losses": found.region_val_losses,
-        "selection": found.selection,
-        "test_accuracy": moe["test_accuracy"],
-        "test_nll": moe["test_nll"],
-        "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
-        "n_trained": found.n_trained,
-        "failed_trainings": found.failures,
-        "search_seconds": round(found.seconds, 3),
-        "wall_seconds": round(seconds, 3),
-        "mean_cluster_purity": task.meta.get("mean_purity"),
-        "cluster_sizes": task.cluster_sizes.tolist(),
-        "versions": versions(),
-    } | (_forecast_json(task, moe) if task.loss == "student_t" else {})
+        "test_rmse": moe["test_rmse"] * target["std"],
+        "test_crps_target_units": moe["test_crps"] * target["std"],
+    }
 
 
 def _forecast_json(task: ClusteredTask, moe: dict) -> dict:

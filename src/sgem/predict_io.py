@@ -75,6 +75,9 @@ def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataF
         proba = model.predict_proba(x)
         for j, name in enumerate(model.classes):
             frame[f"p_{name}"] = proba[:, j]
+    else:
+        for q, values in model.predict_quantiles(x).items():
+            frame[f"q{q:g}"] = values
     frame["expert"] = routing.expert
     frame["cluster"] = routing.cluster
     return frame

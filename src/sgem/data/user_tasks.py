@@ -25,17 +25,16 @@ def default_n_clusters(n_samples: int) -> int:
 
 
 def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
-    """Classification on a CSV / Parquet / NPZ table: features encoded (one-hot for
-    categories), standardised per feature with the train + validation statistics (never the
-    test rows'), clustered by k-means."""
+    """Classification or regression on a CSV / Parquet / NPZ table: features encoded
+    (one-hot for categories), standardised per feature with the train + validation
+    statistics (never the test rows'), clustered by k-means. Regression targets are
+    standardised too and modelled by a Student-t (the space's `head: student_t`)."""
     from .files import read_table
 
-    data = read_table(cfg["path"], target=cfg.get("target"), features=cfg.get("features"))
-    if data.task_kind != "classification":
-        raise SgemUserError(
-            f"the target {data.target!r} looks continuous (regression); sgem fit handles "
-            "classification targets only so far. Give a categorical target, or bin it."
-        )
+    data = read_table(
+        cfg["path"], target=cfg.get("target"), features=cfg.get("features"), kind=cfg.get("kind")
+    )
+    regression = data.task_kind == "regression"
     n = len(data.x)
     n_clusters = int(cfg.get("n_clusters") or default_n_clusters(n))
     rng = np.random.default_rng([seed, 31])
@@ -49,15 +48,22 @@ def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     def scaled(idx: np.ndarray) -> np.ndarray:
         return ((data.x[idx] - mean) / std).astype(np.float32)
 
+    y = data.y
+    target_scale = None
+    if regression:  # standardised targets, (n, 1): one Student-t per row
+        y_rest = data.y[rest].astype(np.float64)
+        target_scale = {"mean": float(y_rest.mean()), "std": float(y_rest.std() or 1.0)}
+        y = ((data.y.astype(np.float64) - target_scale["mean"]) / target_scale["std"])[:, None]
     task = build_task(
         scaled(rest),
-        data.y[rest],
+        y[rest],
         n_clusters=n_clusters,
-        test=(scaled(test), data.y[test]),
+        test=(scaled(test), y[test]),
         val_fraction=float(cfg.get("val_fraction", 0.2)),
-        n_classes=len(data.classes or []),
+        loss="student_t" if regression else "cross_entropy",
+        n_classes=None if regression else len(data.classes or []),
         seed=seed,
-        name=str(cfg.get("name_in_results", "table")),
+        name="table",
     )
     meta = {
         **task.meta,
@@ -66,6 +72,7 @@ def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
         "classes": [_plain(c) for c in data.classes or []],
         "encoding": data.encoding,
         "target": data.target,
+        "target_standardisation": target_scale,
     }
     return replace(task, meta=meta)
 

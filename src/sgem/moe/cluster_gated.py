@@ -72,6 +72,7 @@ class MoEReport:
     test_crps_closed_form: float | None = None
     per_domain_test_nll: dict[int, float] = field(default_factory=dict)
     steps: list[int | None] = field(default_factory=list)
+    test_rmse: float | None = None  # of the Student-t location, in the model's target units
 
     def to_json(self) -> dict:
         return {
@@ -81,6 +82,7 @@ class MoEReport:
             "test_crps_closed_form": self.test_crps_closed_form,
             "per_domain_test_nll": {str(k): v for k, v in self.per_domain_test_nll.items()},
             "per_expert_test_accuracy": self.per_expert_test_accuracy,
+            "test_rmse": self.test_rmse,
             "steps": self.steps,
             "seconds": round(self.seconds, 3),
         }
@@ -135,8 +137,11 @@ def score_outputs(
     nll = float(per_sample_nll(out, y_t, loss).mean())
     acc, per_expert = None, []
     forecast: dict = {}
+    rmse = None
     if loss == "student_t":
         forecast = forecast_metrics(out, y, source, n_samples=crps_samples, seed=seed)
+        err = out[..., 0].double().cpu().numpy() - np.asarray(y, dtype=np.float64)
+        rmse = float(np.sqrt(np.mean(err**2)))
     if loss == "cross_entropy":
         correct = (out.argmax(1) == y_t).cpu().numpy()
         acc = float(correct.mean())
@@ -150,6 +155,7 @@ def score_outputs(
         "test_crps": forecast.get("crps"),
         "test_crps_closed_form": forecast.get("crps_closed_form"),
         "per_domain_test_nll": forecast.get("per_domain_nll", {}),
+        "test_rmse": rmse,
     }
 
 
@@ -216,5 +222,6 @@ def train_final_moe(
         test_crps_closed_form=scores["test_crps_closed_form"],
         per_domain_test_nll=scores["per_domain_test_nll"],
         steps=used_steps,
+        test_rmse=scores["test_rmse"],
     )
     return moe, report

@@ -178,8 +178,21 @@ class SgemModel:
         if self.is_classifier:
             idx = out.argmax(1).numpy()
             return np.asarray(self.classes, dtype=object)[idx] if self.spec.classes else idx
-        loc = out[..., 0].numpy()
-        return self._unscale_target(loc)
+        return self._unscale_target(out[..., 0].numpy()).reshape(len(out), -1).squeeze(1)
+
+    def predict_quantiles(
+        self, x: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES
+    ) -> dict[float, np.ndarray]:
+        """Regression: {q: (n,)} predictive quantiles of the target, in its own units."""
+        self._require(
+            not self.is_classifier and not self.is_forecaster, "predict_quantiles", "regression"
+        )
+        x_model, cluster, _ = self._prepare(x)
+        out = self.outputs(x_model, cluster).double().numpy()[:, 0, :]
+        return {
+            float(q): self._unscale_target(out[:, 0] + out[:, 1] * stats.t.ppf(q, out[:, 2]))
+            for q in quantiles
+        }
 
     def _unscale_target(self, values: np.ndarray) -> np.ndarray:
         target = self.spec.info.get("target_standardisation")
@@ -229,10 +242,13 @@ class SgemModel:
                 raise SgemUserError("evaluate needs the true labels/targets: evaluate(x, y)")
             x_model, cluster, scale = self._prepare(x)
             y = np.asarray(y)
+            target = info.get("target_standardisation")
             if scale is not None:
                 y = y / scale[:, None]
             elif self.spec.classes and self.is_classifier:
                 y = self._encode_labels(y)
+            elif target and not self.is_classifier:
+                y = ((y.astype(np.float64) - target["mean"]) / target["std"]).reshape(len(y), -1)
         if len(y) != len(x_model):
             raise SgemUserError(f"x has {len(x_model)} samples but y has {len(y)}")
         with _torch_threads(info.get("torch_threads")):

@@ -1,4 +1,5 @@
-"""The tabular / 2-D search space: ops, the cell module and the classifier skeleton.
+"""The tabular / 2-D search space: ops, the cell module and the skeleton (a classifier, or
+a Student-t regressor with `head="student_t"`).
 
 Width rule: `linear` maps its input to `hidden` features, `rbf` to `rbf_centres` radial
 features (one by default, the paper's exp(-gamma ||x - c||^2)); every other op keeps its
@@ -123,6 +124,17 @@ class Cell(nn.Module):
         return torch.cat([states[leaf + 1] for leaf in self.arch.leaves], dim=-1)
 
 
+HEADS = ("classifier", "student_t")
+
+
+def student_t_params(raw: torch.Tensor, min_scale: float = 1e-3) -> torch.Tensor:
+    """(B, 3H) unconstrained -> (B, H, 3) Student-t (loc, scale > 0, df > 2), as GluonTS."""
+    raw = raw.reshape(len(raw), -1, 3)
+    scale = min_scale + torch.nn.functional.softplus(raw[..., 1])
+    df = 2.0 + torch.nn.functional.softplus(raw[..., 2])
+    return torch.stack([raw[..., 0], scale, df], dim=-1)
+
+
 class TabularNet(nn.Module):
     """Fixed standardisation -> cell -> linear head. The standardisation uses statistics of
     the whole training split (not of the candidate's region), so all candidates see the
@@ -138,8 +150,10 @@ class TabularNet(nn.Module):
         x_mean: np.ndarray,
         x_std: np.ndarray,
         rbf_centres: int = 1,
+        head: str = "classifier",
     ) -> None:
         super().__init__()
+        self.student_t = head == "student_t"
         self.register_buffer("x_mean", torch.as_tensor(x_mean, dtype=torch.float32))
         self.register_buffer("x_std", torch.as_tensor(x_std, dtype=torch.float32))
         self.cell = Cell(arch, in_dim, hidden, dropout, rbf_centres)
@@ -152,7 +166,8 @@ class TabularNet(nn.Module):
         self.cell.data_init(self.standardise(x), generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.cell(self.standardise(x)))
+        out = self.head(self.cell(self.standardise(x)))
+        return student_t_params(out) if self.student_t else out
 
 
 class TabularSpace(CellSpace):
@@ -165,19 +180,42 @@ class TabularSpace(CellSpace):
         hidden: int = 8,
         dropout: float = 0.2,
         rbf_centres: int = 1,
+        head: str = "classifier",
     ) -> None:
         unknown = [op for op in op_names if op not in TABULAR_OPS]
         if unknown:
             raise ValueError(f"unknown op(s) {unknown}; tabular ops are {list(TABULAR_OPS)}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {list(HEADS)}, got {head!r}")
         super().__init__(op_names, n_nodes)
         self.hidden = hidden
         self.dropout = dropout
         self.rbf_centres = rbf_centres
+        self.head = head
+
+    def output_size(self, task) -> int:
+        """Classes for a classifier; 3 per target column (loc, scale, df) for Student-t."""
+        if self.head == "student_t":
+            if task.train.y.ndim != 2:
+                raise ValueError(
+                    "a Student-t tabular head needs targets of shape (n, outputs), got "
+                    f"{task.train.y.shape}"
+                )
+            return 3 * int(task.train.y.shape[1])
+        return int(task.n_classes)
 
     def build(
         self, arch: Arch, in_dim: int, n_out: int, x_mean: np.ndarray, x_std: np.ndarray
     ) -> TabularNet:
         self.validate(arch)
         return TabularNet(
-            arch, in_dim, n_out, self.hidden, self.dropout, x_mean, x_std, self.rbf_centres
+            arch,
+            in_dim,
+            n_out,
+            self.hidden,
+            self.dropout,
+            x_mean,
+            x_std,
+            self.rbf_centres,
+            self.head,
         )
