@@ -27,8 +27,10 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..executors import job_seed
+from ..forecast import task_test_scores
 from ..metrics import partition_match
 from ..moe.cluster_gated import evaluate_forecasts, steps_for_epochs, train_final_moe
+from ..moe.final_length import ValidationLength, adam_length, resolve_length
 from ..space.arch import Arch, CellSpace
 from ..train.losses import per_sample_nll, region_loss
 from ..train.trainer import TrainConfig, Trainer
@@ -46,6 +48,10 @@ class BaselineSetup:
         final_steps: optimiser steps of the final retraining on train + validation, per
             expert (also the training length of the direct forecasters DLinear and MoLE).
         final_epochs: if set, the final retraining runs this many epochs per expert instead.
+        final_length: "fixed" (the lengths above) or "validation" (or a `ValidationLength`):
+            every final network's length chosen on validation first, then retrained on
+            train + validation (`sgem.moe.final_length`); cluster-gated methods through
+            `train_final_moe(length=...)`, DLinear and MoLE through `fit_network`.
         crps_samples: samples per forecast for the sample-based CRPS.
         device: torch device for training.
         cache: results shared between baselines of one (task, seed), e.g. the best single
@@ -58,6 +64,7 @@ class BaselineSetup:
     budget: int = 24
     final_steps: int = 600
     final_epochs: float | None = None
+    final_length: str | ValidationLength = "fixed"
     crps_samples: int = 100
     device: str = "cpu"
     cache: dict = field(default_factory=dict, repr=False)
@@ -68,6 +75,7 @@ class BaselineSetup:
                 f"need n_experts, budget and final_steps >= 1, got {self.n_experts}, "
                 f"{self.budget}, {self.final_steps}"
             )
+        resolve_length(self.final_length)  # an unknown name fails here, not after a search
 
     def require_space(self, method: str) -> CellSpace:
         if self.space is None:
@@ -191,6 +199,7 @@ def cluster_moe_result(
         seed=seed,
         epochs=setup.final_epochs,
         crps_samples=setup.crps_samples,
+        length=setup.final_length,
     )
     moe = report.to_json()
     names = task.meta.get("domain_names")
@@ -208,8 +217,38 @@ def cluster_moe_result(
         "n_trained": n_trained,
         "uses_domain_labels": uses_domain_labels,
         "seconds": round(time.perf_counter() - start, 3),
+        "steps": moe["steps"],
     }
-    return out | (extra or {})
+    if "final_length" in moe:
+        out["final_length"] = _length_summary(moe["final_length"])
+    return out | forecast_fields(task, moe.get("forecast")) | (extra or {})
+
+
+def _length_summary(lengths: list) -> list:
+    """The tracking runs without their curves (best step, retraining steps, cap, stop)."""
+    return [None if f is None else {k: v for k, v in f.items() if k != "curve"} for f in lengths]
+
+
+def forecast_fields(task: ClusteredTask, forecast: dict | None) -> dict:
+    """Row fields of `sgem.forecast.task_test_scores`: test MASE and wQL (original units),
+    per domain (by name), and the per-window test NLL / closed-form CRPS (rounded) for
+    paired comparisons; {} when the task is not a windowed forecasting task."""
+    if not forecast:
+        return {}
+    names = task.meta.get("domain_names")
+
+    def by_name(d: dict) -> dict:
+        return {str(names[int(k)] if names else k): v for k, v in d.items()}
+
+    return {
+        "test_mase": forecast["mase"],
+        "test_wql": forecast["wql"],
+        "per_domain_test_mase": by_name(forecast["per_domain_mase"]),
+        "per_domain_test_wql": by_name(forecast["per_domain_wql"]),
+        "mase_seasons": forecast["mase_seasons"],
+        "test_nll_per_window": [round(v, 5) for v in forecast["per_window_nll"]],
+        "test_crps_cf_per_window": [round(v, 5) for v in forecast["per_window_crps_closed_form"]],
+    }
 
 
 def recovery(task: ClusteredTask, assignment: np.ndarray | None) -> float | None:
@@ -237,35 +276,68 @@ def train_and_val(task: ClusteredTask) -> tuple[np.ndarray, np.ndarray]:
     return x.astype(np.float32), y.astype(np.float32)
 
 
+def _adam_stepper(lr: float, batch_size: int | None):
+    """`make_step(model, x, y, generator)` -> one Adam step on a minibatch drawn with
+    replacement (the direct forecasters' training loop, shared by `fit_network` and its
+    validation-tracked length search)."""
+
+    def make_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator):
+        n = len(x)
+        bs = min(batch_size or n, n)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+        def step() -> None:
+            idx = torch.randint(n, (bs,), generator=gen).to(x.device)
+            loss = per_sample_nll(model(x[idx]), y[idx], "student_t").mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        return step
+
+    return make_step
+
+
 def fit_network(
     model: nn.Module, task: ClusteredTask, setup: BaselineSetup, seed: int
 ) -> tuple[nn.Module, int]:
     """Adam on the Student-t NLL over train + validation, in minibatches, like an expert.
 
     Runs `setup.final_steps` steps, or `setup.final_epochs` epochs; returns (model, steps).
+    With `setup.final_length="validation"` the length is chosen first (`adam_length`: a
+    copy of `model` trained on the training windows, validation NLL tracked up to 4x that
+    length), then scaled by (n_train + n_val) / n_train for the train + validation fit.
     """
     x_np, y_np = train_and_val(task)
     device = torch.device(setup.device)
     x = torch.as_tensor(x_np, device=device)
     y = torch.as_tensor(y_np, device=device)
     n = len(x)
-    bs = min(setup.train.batch_size or n, n)
     steps = (
         setup.final_steps
         if setup.final_epochs is None
         else steps_for_epochs(n, setup.final_epochs, setup.train.batch_size)
     )
+    make_step = _adam_stepper(setup.train.lr, setup.train.batch_size)
+    model = model.to(device)
+    rule = resolve_length(setup.final_length)
+    if rule is not None:
+        n_tr = len(task.train)
+        base = (
+            setup.final_steps
+            if setup.final_epochs is None
+            else steps_for_epochs(n_tr, setup.final_epochs, setup.train.batch_size)
+        )
+        choice = adam_length(
+            model, x[:n_tr], y[:n_tr], x[n_tr:], y[n_tr:], seed, base, rule, make_step
+        )
+        steps = choice.refit_steps
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    model = model.to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=setup.train.lr)
     model.train()
+    step = make_step(model, x, y, gen)
     for _ in range(steps):
-        idx = torch.randint(n, (bs,), generator=gen).to(device)
-        loss = per_sample_nll(model(x[idx]), y[idx], "student_t").mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        step()
     return model.eval(), steps
 
 
@@ -296,7 +368,7 @@ def forecast_result(
         "uses_domain_labels": False,
         "seconds": round(time.perf_counter() - start, 3),
     }
-    return out | (extra or {})
+    return out | forecast_fields(task, task_test_scores(output, task)) | (extra or {})
 
 
 def student_t_output(loc: np.ndarray, scale: np.ndarray, df: np.ndarray) -> torch.Tensor:

@@ -17,10 +17,11 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from ..forecast import forecast_scores
+from ..forecast import forecast_scores, task_test_scores
 from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer
+from .final_length import ValidationLength, expert_length, resolve_length
 
 
 class ClusterGatedMoE(nn.Module):
@@ -73,9 +74,16 @@ class MoEReport:
     per_domain_test_nll: dict[int, float] = field(default_factory=dict)
     steps: list[int | None] = field(default_factory=list)
     test_rmse: float | None = None  # of the Student-t location, in the model's target units
+    final_length: list[dict | None] | None = None  # per expert, with length="validation"
+    forecast: dict | None = None  # MASE / wQL in original units (forecasting tasks)
 
     def to_json(self) -> dict:
-        return {
+        extra: dict = {}
+        if self.final_length is not None:
+            extra["final_length"] = self.final_length
+        if self.forecast is not None:
+            extra["forecast"] = self.forecast
+        return extra | {
             "test_accuracy": self.test_accuracy,
             "test_nll": self.test_nll,
             "test_crps": self.test_crps,
@@ -168,12 +176,25 @@ def train_final_moe(
     seed: int,
     epochs: float | None = None,
     crps_samples: int = 100,
+    length: str | ValidationLength = "fixed",
 ) -> tuple[ClusterGatedMoE, MoEReport]:
     """Retrain each expert from scratch on its region of train + validation; test once.
 
-    Every expert trains `steps` optimiser steps, or, with `epochs`, as many as make that
-    many passes over its own region in minibatches of the trainer's batch size (the
-    paper's "50 epochs": a small region then gets fewer steps, not more passes).
+    `length="fixed"` (default): every expert trains `steps` optimiser steps, or, with
+    `epochs`, as many as make that many passes over its own region in minibatches of the
+    trainer's batch size (the paper's "50 epochs": a small region then gets fewer steps,
+    not more passes).
+
+    `length="validation"` (or a `ValidationLength`): each expert's length is chosen on
+    validation first (`sgem.moe.final_length`): trained on its region's training samples
+    with the validation NLL of its region's validation samples tracked up to 4x the fixed
+    length, the best step count scaled by (n_train + n_val) / n_train is what the expert
+    then trains on train + validation (same seed as the fixed protocol). The report's
+    `steps` are those lengths, `final_length` the tracking runs. An expert whose region has
+    no training or no validation sample keeps the fixed length.
+
+    Forecasting tasks also get MASE and wQL in original units (`report.forecast`,
+    `sgem.forecast.task_test_scores`).
     """
     start = time.perf_counter()
     assignment = np.asarray(assignment)
@@ -182,19 +203,29 @@ def train_final_moe(
     )
     y = torch.as_tensor(np.concatenate([task.train.y, task.val.y]), device=trainer.device)
     c = np.concatenate([task.train.cluster, task.val.cluster])
+    rule = resolve_length(length)
     experts: list[nn.Module | None] = []
     used_steps: list[int | None] = []
+    lengths: list[dict | None] = []
     for k, arch in enumerate(architectures):
         region = assignment == k
         if not region.any() or not region[c].any():
             experts.append(None)
             used_steps.append(None)
+            lengths.append(None)
             continue
         sel = torch.as_tensor(region[c], device=trainer.device)
         n_k = int(sel.sum())
         k_steps = (
             steps if epochs is None else steps_for_epochs(n_k, epochs, trainer.config.batch_size)
         )
+        if rule is not None:
+            choice = _validation_length(
+                task, trainer, arch, region, x, y, seed * 101 + k, rule, steps, epochs
+            )
+            lengths.append(None if choice is None else choice.to_json())
+            if choice is not None:
+                k_steps = choice.refit_steps
         used_steps.append(k_steps)
         experts.append(trainer.fit(arch, x[sel], y[sel], seed=seed * 101 + k, steps=k_steps))
     moe = ClusterGatedMoE(experts, assignment, list(architectures)).eval()
@@ -223,5 +254,36 @@ def train_final_moe(
         per_domain_test_nll=scores["per_domain_test_nll"],
         steps=used_steps,
         test_rmse=scores["test_rmse"],
+        final_length=lengths if rule is not None else None,
+        forecast=task_test_scores(out, task),
     )
     return moe, report
+
+
+def _validation_length(
+    task: ClusteredTask,
+    trainer: Trainer,
+    arch: Arch,
+    region: np.ndarray,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seed: int,
+    rule: ValidationLength,
+    steps: int,
+    epochs: float | None,
+):
+    """The tracking run of one expert (`expert_length`) on its region's training samples
+    (the first len(task.train) rows of x, y) against its validation samples; None when the
+    region has no training or no validation sample. The cap is `rule.max_factor` times the
+    fixed length (`steps`, or `epochs` passes over the region's training samples)."""
+    n_train = len(task.train)
+    tr = torch.as_tensor(region[task.train.cluster], device=trainer.device)
+    va = torch.as_tensor(region[task.val.cluster], device=trainer.device)
+    if not tr.any() or not va.any():
+        return None
+    x_tr, y_tr = x[:n_train][tr], y[:n_train][tr]
+    x_va, y_va = x[n_train:][va], y[n_train:][va]
+    base = (
+        steps if epochs is None else steps_for_epochs(len(x_tr), epochs, trainer.config.batch_size)
+    )
+    return expert_length(trainer, arch, x_tr, y_tr, x_va, y_va, seed, base, rule)
