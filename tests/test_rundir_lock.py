@@ -61,3 +61,24 @@ def test_lock_released_on_error(tmp_path) -> None:
     with pytest.raises(KeyError), RunDirectory(tmp_path).lock():
         raise KeyError("boom")
     assert not (tmp_path / LOCK).exists()
+
+
+def test_resume_refuses_a_lost_store(tmp_path) -> None:
+    """A run whose trace has iterations but whose store is missing or empty is refused,
+    never silently restarted from scratch."""
+    from pathlib import Path
+
+    from sgem.errors import SgemUserError
+    from sgem.pipeline import resume_experiment, run_experiment
+
+    smoke = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
+    run = tmp_path / "run"
+    run_experiment("toy", seed=2, out=run, progress=False, config_file=smoke)
+    (run / "result.json").unlink()  # pretend it was interrupted
+    store = run / "store.sqlite"
+    store.write_bytes(b"")
+    with pytest.raises(SgemUserError, match="empty"):
+        resume_experiment(run, progress=False)
+    store.unlink()
+    with pytest.raises(SgemUserError, match="missing"):
+        resume_experiment(run, progress=False)

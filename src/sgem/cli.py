@@ -122,10 +122,16 @@ def _parser() -> argparse.ArgumentParser:
     ops.add_argument("--json", default=None, help="also write the table as JSON here")
     download = sub.add_parser(
         "download",
-        help="fetch an original dataset (cifar10, cifar100, svhn, mnist), checksum-verified",
+        help="fetch an original dataset (cifar10, cifar100, svhn, mnist, or the Monash "
+        "forecasting files), checksum-verified",
     )
-    download.add_argument("name", help="cifar10, cifar100, svhn or mnist")
+    download.add_argument(
+        "name",
+        help="cifar10, cifar100, svhn, mnist, monash (all four forecasting files), or one of "
+        "electricity_hourly, kdd_cup_2018, weather, tourism_monthly",
+    )
     download.add_argument("directory", help="where to put it (the directory task.directory names)")
+    download.add_argument("members", nargs="*", help="monash only: which files (default all four)")
     download.add_argument(
         "--mirror", default=None, help="URL or local folder holding the same file names"
     )
@@ -286,7 +292,13 @@ def _ops(args: argparse.Namespace) -> int:
 def _download(args: argparse.Namespace) -> int:
     from .data.download import download_dataset
 
-    paths = download_dataset(args.name, args.directory, mirror=args.mirror, progress=not args.quiet)
+    paths = download_dataset(
+        args.name,
+        args.directory,
+        names=args.members or None,
+        mirror=args.mirror,
+        progress=not args.quiet,
+    )
     for path in paths:
         print(f"ready: {path}")
     return 0

@@ -377,6 +377,7 @@ def run_config(
 ) -> dict:
     """Run a complete run config (task, space, search, seed, ...) into run directory `out`:
     the one experiment path behind `sgem run`, `sgem fit` and the Python API."""
+    started = time.perf_counter()
     if str(out).strip() == "":
         raise SgemUserError("the output directory is empty; give --out DIR")
     validate_run(run_cfg, executor, workers)
@@ -391,7 +392,16 @@ def run_config(
     rundir.prepare({"run": run_cfg, "versions": versions()})
     with rundir.lock():
         return _execute(
-            run_cfg, rundir, progress, False, executor, workers, ray_address, gpus_per_task, task
+            run_cfg,
+            rundir,
+            progress,
+            False,
+            executor,
+            workers,
+            ray_address,
+            gpus_per_task,
+            task,
+            started,
         )
 
 
@@ -426,16 +436,22 @@ def _execute(
     ray_address: str | None,
     gpus_per_task: float = 0.0,
     task: ClusteredTask | None = None,
+    started: float | None = None,
 ) -> dict:
-    start = time.perf_counter()
+    start = time.perf_counter() if started is None else started
     seed = int(run_cfg["seed"])
     torch.set_num_threads(int(run_cfg["torch_threads"]))
     if task is None:
         task = build_task_from_config(run_cfg["task"], seed)
     space = build_space(run_cfg["space"])
     search_cfg = SearchConfig.from_dict(run_cfg["search"])
+    # a resumed run whose trace has iterations must find its store (never restart silently)
+    must_exist = resume and rundir.file(TRACE).exists() and rundir.file(TRACE).stat().st_size > 0
     store = ObservationStore(
-        task.n_clusters, rundir.file(STORE), fingerprint=config_fingerprint(run_cfg)
+        task.n_clusters,
+        rundir.file(STORE),
+        fingerprint=config_fingerprint(run_cfg),
+        must_exist=must_exist,
     )
 
     def listener(event: str, payload: dict) -> None:
@@ -465,7 +481,9 @@ def _execute(
             )
         )
         try:
-            found = search.fit(task, store=store, executor=executor, resume=resume)
+            found = search.fit(
+                task, store=store, executor=executor, resume=resume, deadline=_deadline(plan)
+            )
         finally:
             if not isinstance(executor, str):
                 executor.close()
@@ -485,7 +503,10 @@ def _execute(
     result["resumed"] = resume
     result["executor"] = executor_kind
     if plan is not None:
-        result["time_budget"] = plan
+        result["time_budget"] = {k: v for k, v in plan.items() if not k.startswith("_")}
+        result["time_budget"]["stopped_early"] = "stopped_at_deadline_after_iteration" in (
+            found.selection or {}
+        )
     save_final_moe(
         rundir.file(MODEL_DIR),
         task,
@@ -530,6 +551,16 @@ def _execute(
 PLAN = "budget_plan.json"
 
 
+def _deadline(plan: dict | None) -> float | None:
+    """When the EM loop must stop to leave time for the finalisation and the final retrain
+    (a `time.perf_counter()` value), from a budget plan written in this process."""
+    if plan is None:
+        return None
+    t = plan["candidate_seconds"]
+    reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
+    return plan["_started"] + plan["budget_seconds"] - reserve
+
+
 def _budget_plan(
     run_cfg: dict,
     rundir: RunDirectory,
@@ -563,6 +594,7 @@ def _budget_plan(
         _, plan = plan_search(search_cfg, seconds, t, final)
         file.write_text(json.dumps(plan, indent=1))
     keys = ("n_init", "n_iterations", "final_candidates", "finalist_budget", "refit_budget")
+    plan["_started"] = time.perf_counter()  # this process's clock: a resume gets a new budget
     return replace(search_cfg, **{k: plan[k] for k in keys if k in plan}), plan
 
 

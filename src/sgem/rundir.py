@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from .errors import SgemUserError
+
 CONFIG = "config.yaml"
 TRACE = "trace.jsonl"
 STORE = "store.sqlite"
@@ -25,7 +27,7 @@ RESULT = "result.json"
 LOCK = "run.lock"
 
 
-class RunDirectoryError(ValueError):
+class RunDirectoryError(SgemUserError):
     """The directory cannot hold this run (another run's files, corrupt files, ...)."""
 
 
@@ -119,6 +121,13 @@ class RunDirectory:
             raise RunDirectoryError(f"{self.path} does not exist or is not a directory")
         if not self.file(CONFIG).exists():
             raise RunDirectoryError(f"{self.path} holds no sgem run ({CONFIG} missing)")
+        trace = self.file(TRACE)
+        if not self.file(STORE).exists() and trace.exists() and trace.stat().st_size > 0:
+            raise RunDirectoryError(
+                f"{self.file(STORE)} is missing although {TRACE} records finished iterations: "
+                "the trainings it held are gone. Restore the file from a backup, or start the "
+                "run fresh in a new directory."
+            )
         if not self.file(STORE).exists():
             raise RunDirectoryError(
                 f"{self.path} has no {STORE}: the run never started training; start it again "

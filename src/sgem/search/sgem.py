@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.special import softmax
@@ -86,6 +86,7 @@ class SGEM:
         self.config = config or SearchConfig()
         self.seed = int(seed)
         self.progress = progress
+        self.deadline: float | None = None
         self.listener = listener or (lambda event, payload: None)
         self.device = device
 
@@ -96,10 +97,14 @@ class SGEM:
         store: ObservationStore | None = None,
         executor: Executor | str = "inline",
         resume: bool = False,
+        deadline: float | None = None,
     ) -> SearchResult:
         """Run the search. `executor` is an Executor or the name of one ("inline",
         "batched", "processes", "ray"); `resume=True` continues from the store's last
-        checkpoint."""
+        checkpoint. `deadline` (a `time.perf_counter()` value): no EM iteration starts after
+        it, and the finalisation then runs at its smallest (one finalist, two refit
+        architectures per expert), so a time budget always ends in a result."""
+        self.deadline = deadline
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         if k_experts > m:
@@ -156,7 +161,11 @@ class SGEM:
             initial=t_done,
             total=cfg.n_iterations,
         )
+        stopped_at = None
         for t in iterations:
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                stopped_at = t - 1
+                break
             logits, archs, row = self._iteration(t, task, logits, archs, sizes, rng)
             trace.append(row)
             self._checkpoint(t, logits, archs, rng, trace)
@@ -169,9 +178,20 @@ class SGEM:
 
         routing = softmax(logits, axis=1)
         last = hard_routing(routing)  # the final iterate's partition: one of the finalists
+        final_cfg = cfg
+        if stopped_at is not None:  # out of time: the smallest finalisation
+            final_cfg = replace(
+                cfg,
+                n_iterations=max(stopped_at, 1),
+                final_candidates=1,
+                finalist_budget=min(cfg.finalist_budget, 1),
+                refit_budget=min(cfg.refit_budget, 2),
+            )
         assignment, final_archs, region_losses, selection = finalise(
-            self.ledger_, self.space, cfg, trace, last, archs, sizes, val_sizes, rng
+            self.ledger_, self.space, final_cfg, trace, last, archs, sizes, val_sizes, rng
         )
+        if stopped_at is not None:
+            selection = {**selection, "stopped_at_deadline_after_iteration": stopped_at}
         return SearchResult(
             assignment=assignment,
             architectures=final_archs,
