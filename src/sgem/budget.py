@@ -18,6 +18,7 @@ import numpy as np
 
 from .data.task import ClusteredTask
 from .errors import SgemUserError
+from .random_streams import Stream, stream_rng
 from .search.config import SearchConfig
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -43,7 +44,7 @@ def parse_duration(text: str | float | int) -> float:
 def pilot_seconds(task: ClusteredTask, trainer, space, seed: int, repeats: int = 3) -> float:
     """Wall clock of training one random candidate on every cluster: the fastest of a few
     (the first pays torch's one-time start-up, which later trainings do not)."""
-    rng = np.random.default_rng([seed, 77])
+    rng = stream_rng(seed, Stream.BUDGET_PILOT)
     times = []
     for _ in range(repeats):
         arch = space.sample(rng)

@@ -31,6 +31,7 @@ from ..forecast import task_test_scores
 from ..metrics import partition_match
 from ..moe.cluster_gated import evaluate_forecasts, steps_for_epochs, train_final_moe
 from ..moe.final_length import ValidationLength, adam_length, resolve_length
+from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch, CellSpace
 from ..train.losses import per_sample_nll, region_loss
 from ..train.trainer import TrainConfig, Trainer
@@ -170,7 +171,7 @@ def best_single_architecture(
     if key not in setup.cache:
         space = setup.require_space("the best single architecture")
         log = CandidateLog(make_trainer(task, setup, "the best single architecture"), seed)
-        rng = np.random.default_rng([seed, 1])
+        rng = stream_rng(seed, Stream.BEST_SINGLE_SEARCH)
         arch, _ = search_region(log, space, np.ones(task.n_clusters, bool), setup.budget, rng)
         setup.cache[key] = (arch, log.n_trained)
     return setup.cache[key]

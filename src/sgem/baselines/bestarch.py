@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from ..data.task import ClusteredTask
+from ..random_streams import Stream, stream_rng
 from .base import BaselineSetup, best_single_architecture, cluster_moe_result, random_partition
 
 
@@ -24,7 +23,7 @@ class BestArchTimesK:
     def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
         start = time.perf_counter()
         arch, n_trained = best_single_architecture(task, setup, seed)
-        rng = np.random.default_rng([seed, 2])
+        rng = stream_rng(seed, Stream.BASELINE_PARTITION)
         assignment = random_partition(task.n_clusters, setup.n_experts, rng)
         return cluster_moe_result(
             self.name, task, setup, assignment, [arch] * setup.n_experts, seed, n_trained, start

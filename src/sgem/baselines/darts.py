@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.task import ClusteredTask
+from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch
 from ..space.darts import DartsSkeleton, DartsSpace, ReLUConvBN, make_op
 from ..train.losses import per_sample_nll
@@ -324,7 +325,7 @@ class DartsXK:
     def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
         start = time.perf_counter()
         found = cached_darts_search(task, setup, None, self.config, seed)
-        rng = np.random.default_rng([seed, 2])
+        rng = stream_rng(seed, Stream.BASELINE_PARTITION)
         assignment = random_partition(task.n_clusters, setup.n_experts, rng)
         return cluster_moe_result(
             self.name,

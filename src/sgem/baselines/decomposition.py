@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..random_streams import Stream, stream_rng
 from .base import BaselineSetup, cluster_moe_result, random_partition
 from .darts import DartsConfig, cached_darts_search, oracle_assignment
 
@@ -66,7 +67,7 @@ class DecompositionSetting:
             assignment = oracle_assignment(task, setup.n_experts)
         else:
             assignment = random_partition(
-                task.n_clusters, setup.n_experts, np.random.default_rng([seed, 2])
+                task.n_clusters, setup.n_experts, stream_rng(seed, Stream.BASELINE_PARTITION)
             )
         return cluster_moe_result(
             self.name,

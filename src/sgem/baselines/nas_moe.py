@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..random_streams import Stream, stream_rng
 from .base import (
     BaselineSetup,
     CandidateLog,
@@ -28,12 +29,12 @@ def search_per_region(
     assignment: np.ndarray,
     seed: int,
     method: str,
-    stream: int,
+    stream: Stream,
 ) -> tuple[list, int]:
     """Independent random search per expert region; returns (architectures, trainings)."""
     space = setup.require_space(method)
     log = CandidateLog(make_trainer(task, setup, method), seed)
-    rng = np.random.default_rng([seed, stream])
+    rng = stream_rng(seed, stream)
     n_groups = int(assignment.max()) + 1
     per_region = max(setup.budget // n_groups, 1)
     archs = [
@@ -50,7 +51,9 @@ class NASMoE:
 
     def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
         start = time.perf_counter()
-        rng = np.random.default_rng([seed, 4])
+        rng = stream_rng(seed, Stream.NAS_MOE_PARTITION)
         assignment = random_partition(task.n_clusters, setup.n_experts, rng)
-        archs, n_trained = search_per_region(task, setup, assignment, seed, self.name, 5)
+        archs, n_trained = search_per_region(
+            task, setup, assignment, seed, self.name, Stream.NAS_MOE_SEARCH
+        )
         return cluster_moe_result(self.name, task, setup, assignment, archs, seed, n_trained, start)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..random_streams import Stream
 from .base import BaselineSetup, cluster_moe_result
 from .nas_moe import search_per_region
 
@@ -29,7 +30,9 @@ class OracleSpecialists:
         start = time.perf_counter()
         _, assignment = np.unique(task.oracle_partition, return_inverse=True)
         assignment = assignment.astype(np.int64)
-        archs, n_trained = search_per_region(task, setup, assignment, seed, self.name, 6)
+        archs, n_trained = search_per_region(
+            task, setup, assignment, seed, self.name, Stream.ORACLE_SEARCH
+        )
         return cluster_moe_result(
             self.name,
             task,

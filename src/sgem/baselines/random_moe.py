@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from ..data.task import ClusteredTask
+from ..random_streams import Stream, stream_rng
 from .base import (
     BaselineSetup,
     CandidateLog,
@@ -32,7 +31,7 @@ class RandomMoE:
         start = time.perf_counter()
         space = setup.require_space(self.name)
         k = setup.n_experts
-        rng = np.random.default_rng([seed, 3])
+        rng = stream_rng(seed, Stream.RANDOM_MOE)
         assignment = random_partition(task.n_clusters, k, rng)
         log = CandidateLog(make_trainer(task, setup, self.name), seed)
         best: tuple[float, list] | None = None

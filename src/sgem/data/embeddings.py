@@ -40,6 +40,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..random_streams import Stream, stream_rng
+
 __all__ = [
     "ArrayEmbedding",
     "EmbeddingUnavailableError",
@@ -262,7 +264,7 @@ class HandcraftedEmbedding:
         self.whiten = float(whiten)
         self.seed = int(seed)
         self.batch = int(batch)
-        rng = np.random.default_rng([self.seed, 0x5EED])
+        rng = stream_rng(self.seed, Stream.EMBEDDING_FILTERS)
         f = rng.normal(size=(self.n_filters, 3, 5, 5))
         f -= f.mean(axis=(1, 2, 3), keepdims=True)
         f /= np.linalg.norm(f.reshape(self.n_filters, -1), axis=1)[:, None, None, None]

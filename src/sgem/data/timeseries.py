@@ -26,6 +26,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import SgemUserError
+from ..random_streams import Stream, series_window_rng, stream_rng
 from .clustering import (
     assign_to_centroids,
     cluster_purity,
@@ -293,7 +294,7 @@ def make_windows(
                 f"value (longest series: {longest}), fewer than the {per_domain} asked for. "
                 "Use fewer windows (n_windows) or a shorter context/horizon."
             )
-        rng = np.random.default_rng([seed, d])
+        rng = series_window_rng(seed, d)
         pick = np.sort(rng.choice(total, size=per_domain, replace=False))
         which = np.searchsorted(np.cumsum(counts), pick, side="right")
         offsets = pick - (np.cumsum(counts) - counts)[which]
@@ -417,7 +418,7 @@ def _split_indices(
     source: np.ndarray, fractions: tuple[float, float, float], seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A random split, stratified by domain so that every split stays balanced."""
-    rng = np.random.default_rng([seed, 7919])
+    rng = stream_rng(seed, Stream.SERIES_SPLIT)
     parts: tuple[list, list, list] = ([], [], [])
     for d in np.unique(source):
         idx = rng.permutation(np.flatnonzero(source == d))

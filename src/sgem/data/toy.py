@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..random_streams import Stream, stream_rng
 from .build import build_task
 from .task import ClusteredTask
 
@@ -52,7 +53,7 @@ def make_toy_task(
     """
     rng = np.random.default_rng(seed)
     x, y, source = sample_toy(n_per_cloud, n_per_cloud, rng)
-    test_rng = np.random.default_rng([seed, 1_000_003])
+    test_rng = stream_rng(seed, Stream.TOY_TEST)
     x_test, y_test, source_test = sample_toy(n_test_per_cloud, n_test_per_cloud, test_rng)
     task = build_task(
         x,

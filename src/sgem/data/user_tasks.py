@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SgemUserError
+from ..random_streams import Stream, stream_rng
 from .build import build_task
 from .task import ClusteredTask
 
@@ -37,7 +38,7 @@ def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     regression = data.task_kind == "regression"
     n = len(data.x)
     n_clusters = int(cfg.get("n_clusters") or default_n_clusters(n))
-    rng = np.random.default_rng([seed, 31])
+    rng = stream_rng(seed, Stream.USER_TASK_SPLIT)
     perm = rng.permutation(n)
     n_test = round(float(cfg.get("test_fraction", 0.2)) * n)
     test, rest = perm[:n_test], perm[n_test:]
