@@ -266,3 +266,32 @@ def test_run_directory_holds_a_model_and_cli_predicts(tmp_path) -> None:
     assert main(["show", str(run)]) == 0
     assert (run / "model" / "cells.png").is_file()
     assert main(["predict", str(run), str(tmp_path / "missing.csv"), "--out", "x.csv"]) == 2
+
+
+def test_learnable_gate_moe_saved_and_reloaded(toy, tmp_path) -> None:
+    from sgem.moe.artifact import save_learnable_moe
+    from sgem.moe.learnable_gate import train_learnable_gate_moe
+
+    task = toy[0]
+    space = TabularSpace(n_nodes=2)
+    archs = [Arch(("linear", "rbf"), (0, 0)), Arch(("rbf", "identity"), (0, 1))]
+    trainer = Trainer(task, space, TrainConfig(steps=30))
+    moe, report = train_learnable_gate_moe(task, trainer, archs, seed=0, steps=30, gate_width=8)
+    save_learnable_moe(
+        tmp_path / "m",
+        task,
+        space,
+        moe,
+        archs,
+        trainer.n_out,
+        gate_width=8,
+        metrics=report.to_json(),
+    )
+    model = sgem.load(tmp_path / "m")
+    assert model.learnable_gate and model.spec.gate == "learnable"
+    scores = model.evaluate(task.test)
+    assert abs(scores["test_accuracy"] - report.test_accuracy) < 1e-6
+    assert abs(scores["test_nll"] - report.test_nll) < 1e-6
+    routing = model.route(task.test.x)
+    assert set(routing.expert.tolist()) <= {0, 1}
+    assert np.array_equal(routing.cluster, task.test.cluster)

@@ -36,6 +36,8 @@ from torch import nn
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from ..space.registry import build_space, space_config
+from .cluster_gated import ClusterGatedMoE
+from .learnable_gate import LearnableGatedMoE, gate_for_shape
 from .preprocess import Preprocessor, preprocessor_for_task, preprocessor_from_state
 
 FORMAT = "sgem-model"
@@ -96,7 +98,7 @@ def _json_safe(obj: Any) -> Any:
 def save_model(
     path: str | os.PathLike,
     spec: ModelSpec,
-    experts: list[nn.Module | None],
+    experts: list[nn.Module | None] | LearnableGatedMoE,
     preprocessor: Preprocessor,
 ) -> Path:
     """Write a model directory at `path` (replaced whole, through a temporary sibling, so a
@@ -108,11 +110,17 @@ def save_model(
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     tmp.chmod(0o755)  # mkdtemp's 0700 would make a shared model unreadable to others
     weights: dict[str, torch.Tensor] = {}
-    for k, expert in enumerate(experts):
-        if expert is None:
-            continue
-        for name, tensor in expert.state_dict().items():
-            weights[f"expert{k}.{name}"] = tensor.detach().to("cpu").clone().contiguous()
+    if isinstance(experts, LearnableGatedMoE):  # one module: gate and experts together
+        for name, tensor in experts.state_dict().items():
+            weights[f"gated.{name}"] = tensor.detach().to("cpu").clone().contiguous()
+        trained = [True] * spec.n_experts
+    else:
+        for k, expert in enumerate(experts):
+            if expert is None:
+                continue
+            for name, tensor in expert.state_dict().items():
+                weights[f"expert{k}.{name}"] = tensor.detach().to("cpu").clone().contiguous()
+        trained = [e is not None for e in experts]
     save_torch(weights, str(tmp / EXPERTS_FILE))
     state, arrays = preprocessor.state()
     save_numpy(
@@ -141,7 +149,7 @@ def save_model(
                 "architecture": arch,
                 "key": Arch.from_json(arch).key,
                 "clusters": [m for m, a in enumerate(spec.assignment) if a == k],
-                "trained": experts[k] is not None,
+                "trained": trained[k],
             }
             for k, arch in enumerate(spec.architectures)
         ],
@@ -215,8 +223,9 @@ def _read_weights(path: Path, name: str, expected_sha: str | None, reader) -> di
         raise SgemUserError(f"{file} is not a readable safetensors file: {exc}") from exc
 
 
-def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, list[nn.Module | None], Preprocessor]:
-    """Rebuild (spec, experts, preprocessor) from a model directory, on the CPU."""
+def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preprocessor]:
+    """Rebuild (spec, the MoE module, preprocessor) from a model directory, on the CPU: a
+    `ClusterGatedMoE`, or a `LearnableGatedMoE` for a model saved with a learnable gate."""
     doc = read_model_json(path)
     root = Path(doc["_dir"])
     files = doc.get("files", {})
@@ -245,25 +254,39 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, list[nn.Module | Non
     arrays = _read_weights(root, PREPROCESSING_FILE, files.get(PREPROCESSING_FILE), load_numpy)
     space = build_space(spec.space)
     in_dim = int(np.prod(spec.input_shape))
+    archs = [space.validate(Arch.from_json(a)) for a in spec.architectures]
+
+    def build(arch: Arch) -> nn.Module:
+        return space.build(arch, in_dim, spec.n_out, np.zeros(in_dim), np.ones(in_dim))
+
+    preprocessor = preprocessor_from_state(spec.preprocessing, arrays)
+    if spec.gate == "learnable":
+        width = int(spec.info.get("gate_width", 16))
+        gate = gate_for_shape(spec.input_shape, spec.n_experts, width)
+        zeros = np.zeros(spec.input_shape, dtype=np.float32)
+        moe = LearnableGatedMoE([build(a) for a in archs], gate, zeros, zeros + 1)
+        _load_weights(moe, weights, "gated.", root, "the learnable-gate MoE")
+        return spec, moe.eval(), preprocessor
     experts: list[nn.Module | None] = []
-    for k, arch_json in enumerate(spec.architectures):
+    for k, arch in enumerate(archs):
         if not trained[k]:
             experts.append(None)
             continue
-        arch = space.validate(Arch.from_json(arch_json))
-        net = space.build(arch, in_dim, spec.n_out, np.zeros(in_dim), np.ones(in_dim))
-        prefix = f"expert{k}."
-        own = {n[len(prefix) :]: t for n, t in weights.items() if n.startswith(prefix)}
-        try:
-            net.load_state_dict(own, strict=True)
-        except RuntimeError as exc:
-            raise SgemUserError(
-                f"the weights of expert {k} in {root / EXPERTS_FILE} do not fit its "
-                f"architecture {arch.key}: {str(exc).splitlines()[0]} (a tampered or "
-                "mismatched model directory)"
-            ) from exc
+        net = build(arch)
+        _load_weights(net, weights, f"expert{k}.", root, f"expert {k} ({arch.key})")
         experts.append(net.eval())
-    return spec, experts, preprocessor_from_state(spec.preprocessing, arrays)
+    return spec, ClusterGatedMoE(experts, np.asarray(spec.assignment), archs).eval(), preprocessor
+
+
+def _load_weights(module: nn.Module, weights: dict, prefix: str, root: Path, what: str) -> None:
+    own = {n[len(prefix) :]: t for n, t in weights.items() if n.startswith(prefix)}
+    try:
+        module.load_state_dict(own, strict=True)
+    except RuntimeError as exc:
+        raise SgemUserError(
+            f"the weights of {what} in {root / EXPERTS_FILE} do not fit its architecture: "
+            f"{str(exc).splitlines()[0]} (a tampered or mismatched model directory)"
+        ) from exc
 
 
 def spec_for(
@@ -312,12 +335,33 @@ def save_final_moe(
     return save_model(path, spec, experts, preprocessor_for_task(task))
 
 
+def save_learnable_moe(
+    path: str | os.PathLike,
+    task,
+    space,
+    moe: LearnableGatedMoE,
+    architectures: list[Arch],
+    n_out: int,
+    gate_width: int = 16,
+    metrics: dict | None = None,
+    info: dict | None = None,
+) -> Path:
+    """Save a `LearnableGatedMoE` (the output of `train_learnable_gate_moe`) the same way:
+    its gate replaces the cluster table at predict time; clusters are still reported."""
+    assignment = np.zeros(task.n_clusters, dtype=np.int64)  # unused by a learnable gate
+    spec = spec_for(task, space, assignment, list(architectures), n_out, metrics, info)
+    spec.gate = "learnable"
+    spec.info = {**spec.info, "gate_width": int(gate_width)}
+    return save_model(path, spec, moe, preprocessor_for_task(task))
+
+
 __all__ = [
     "FORMAT_VERSION",
     "ModelSpec",
     "load_parts",
     "read_model_json",
     "save_final_moe",
+    "save_learnable_moe",
     "save_model",
     "spec_for",
 ]

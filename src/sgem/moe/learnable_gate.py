@@ -107,7 +107,12 @@ class GatedMoEReport:
 
 def make_gate(task: ClusteredTask, n_experts: int, width: int = 16) -> nn.Module:
     """A small CNN for image tasks (N, C, H, W), an MLP otherwise."""
-    shape = task.input_shape
+    return gate_for_shape(task.input_shape, n_experts, width)
+
+
+def gate_for_shape(shape: Sequence[int], n_experts: int, width: int = 16) -> nn.Module:
+    """The gate of `make_gate` for inputs of `shape` (what a saved model rebuilds)."""
+    shape = tuple(int(s) for s in shape)
     if len(shape) == 3:
         return ConvGate(shape[0], n_experts, width)
     return MLPGate(int(np.prod(shape)), n_experts, 2 * width)

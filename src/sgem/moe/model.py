@@ -29,7 +29,8 @@ from ..data.task import Split
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from .artifact import ModelSpec, load_parts
-from .cluster_gated import ClusterGatedMoE, score_outputs
+from .cluster_gated import score_outputs
+from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
@@ -108,20 +109,24 @@ class SgemModel:
     def __init__(
         self,
         spec: ModelSpec,
-        experts: list[nn.Module | None],
+        moe: nn.Module,
         preprocessor: Preprocessor,
         path: str | None = None,
     ) -> None:
         self.spec = spec
         self.preprocessor = preprocessor
         self.path = path
-        archs = [Arch.from_json(a) for a in spec.architectures]
-        self.moe = ClusterGatedMoE(experts, np.asarray(spec.assignment), archs).eval()
+        self.moe = moe.eval()
+        self.result: dict | None = None  # result.json of the run that made it (sgem.fit)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SgemModel:
-        spec, experts, pre = load_parts(path)
-        return cls(spec, experts, pre, path=str(path))
+        spec, moe, pre = load_parts(path)
+        return cls(spec, moe, pre, path=str(path))
+
+    @property
+    def learnable_gate(self) -> bool:
+        return isinstance(self.moe, LearnableGatedMoE)
 
     # -- facts -----------------------------------------------------------------------------
     @property
@@ -150,16 +155,24 @@ class SgemModel:
 
     def route(self, x: Any, embeddings: np.ndarray | None = None) -> Routing:
         """Cluster and expert of each sample (features, images, or series for forecasting)."""
-        _, cluster, _ = self._prepare(x, embeddings=embeddings)
-        return Routing(cluster, self.assignment[cluster])
+        x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
+        return Routing(cluster, self._experts_of(x_model, cluster))
+
+    @torch.no_grad()
+    def _experts_of(self, x_model: np.ndarray, cluster: np.ndarray) -> np.ndarray:
+        if self.learnable_gate:  # the gate decides: the expert with the largest weight
+            x = torch.as_tensor(x_model, dtype=torch.float32)
+            return self.moe.gate_weights(x).argmax(1).numpy()
+        return self.assignment[cluster]
 
     @torch.no_grad()
     def outputs(self, x_model: np.ndarray, cluster: np.ndarray) -> torch.Tensor:
         """The MoE's raw outputs on preprocessed inputs with known clusters (logits, or
         Student-t parameters in scaled units)."""
-        return self.moe(
-            torch.as_tensor(x_model, dtype=torch.float32), torch.as_tensor(cluster)
-        ).float()
+        x = torch.as_tensor(x_model, dtype=torch.float32)
+        if self.learnable_gate:
+            return self.moe(x).float()  # mixture log-probabilities
+        return self.moe(x, torch.as_tensor(cluster)).float()
 
     # -- classification --------------------------------------------------------------------
     def predict_proba(self, x: Any, embeddings: np.ndarray | None = None) -> np.ndarray:
@@ -213,7 +226,7 @@ class SgemModel:
         s = scale[:, None]
         loc, sc, df = out[..., 0] * s, out[..., 1] * s, out[..., 2]
         qv = {q: loc + sc * stats.t.ppf(q, df) for q in qs}
-        return Forecast(loc, sc, df, qv, cluster, self.assignment[cluster])
+        return Forecast(loc, sc, df, qv, cluster, self._experts_of(x_model, cluster))
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluate(
@@ -257,7 +270,7 @@ class SgemModel:
             out,
             np.asarray(y),
             self.spec.loss,
-            self.assignment[cluster],
+            self._experts_of(x_model, cluster),
             self.spec.n_experts,
             source=source,
             crps_samples=crps_samples,
