@@ -1,8 +1,10 @@
-"""Plots drawn from a task and a search result."""
+"""Plots drawn from a task and a search result, and the figures of a finished run."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -11,6 +13,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .data.task import ClusteredTask
+
+if TYPE_CHECKING:
+    from .rundir import RunDirectory
+    from .search.sgem import SearchResult
+
+log = logging.getLogger(__name__)
 
 EXPERT_COLOURS = ("tab:red", "tab:green", "tab:blue", "tab:orange", "tab:purple", "tab:brown")
 
@@ -128,3 +136,26 @@ def plot_convergence(trace: list[dict], path: str | Path, title: str | None = No
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def draw_run_figures(
+    rundir: RunDirectory, task: ClusteredTask, found: SearchResult, seed: int, images: bool
+) -> None:
+    """A finished run's figures in its directory: convergence.png, routing.png for a 2-D
+    task, cluster_representatives.png for an image task (never fails the run)."""
+    plot_convergence(found.trace, rundir.file("convergence.png"), title=f"SGEM, seed {seed}")
+    if task.input_shape == (2,):
+        plot_routing_2d(
+            task,
+            found.assignment,
+            rundir.file("routing.png"),
+            architectures=[a.key for a in found.architectures],
+            title=f"SGEM routing (seed {seed}, oracle match {found.oracle_match})",
+        )
+    if images:
+        try:
+            from .report_images import plot_run_representatives
+
+            plot_run_representatives(rundir.path, task=task)
+        except Exception as exc:  # a figure must never fail a finished run
+            log.warning("could not draw the cluster representatives of %s: %s", rundir.path, exc)

@@ -173,7 +173,7 @@ def plot_run_representatives(
 ) -> Path:
     """The figure for a finished run directory (its result.json routing).
 
-    The task is rebuilt from the run's config (`sgem.pipeline.build_task_from_config`, the
+    The task is rebuilt from the run's config (`sgem.runconfig.build_task_from_config`, the
     same seed) unless given. Writes `cluster_representatives.png` in the run by default.
     """
     from .rundir import RunDirectory
@@ -183,7 +183,7 @@ def plot_run_representatives(
     if "routing" not in result:
         raise ValueError(f"{rundir.file('result.json')} has no 'routing' (expert per cluster)")
     if task is None:
-        from .pipeline import build_task_from_config
+        from .runconfig import build_task_from_config
 
         run_cfg = rundir.read_config()["run"]
         task = build_task_from_config(run_cfg["task"], int(run_cfg["seed"]))
