@@ -25,7 +25,7 @@ from .errors import SgemUserError
 from .executors import make_executor
 from .moe.artifact import save_final_moe
 from .moe.cluster_gated import train_final_moe
-from .presets import PRESET_NAMES, load_preset
+from .presets import PRESET_NAMES
 from .runconfig import (
     RunConfig,
     build_space,
@@ -50,7 +50,7 @@ EXECUTORS = ("inline", "batched", "processes", "ray")
 #: The built-in presets' run config mappings, by name (read from `sgem/presets/*.yaml`;
 #: `preset(name)` gives a copy to change).
 PRESETS: MappingProxyType[str, dict[str, Any]] = MappingProxyType(
-    {name: load_preset(name) for name in PRESET_NAMES}
+    {name: preset(name) for name in PRESET_NAMES}
 )
 
 

@@ -152,10 +152,16 @@ def config_fingerprint(run_cfg: Mapping[str, Any]) -> str:
 
 # -- presets and config files ----------------------------------------------------------------
 def preset(name: str) -> dict[str, Any]:
-    """A fresh copy of a built-in preset's run config mapping (`sgem/presets/NAME.yaml`)."""
+    """A fresh copy of a built-in preset's run config mapping (`sgem/presets/NAME.yaml`).
+
+    A preset file lists the search settings that differ from `SearchConfig`'s defaults; the
+    mapping holds the whole `search` section (`SearchConfig.to_dict()`, every field in
+    declaration order), so every search setting can be overridden by a --config file."""
     if name not in PRESET_NAMES:
         raise SgemUserError(f"unknown preset {name!r}; available: {sorted(PRESET_NAMES)}")
-    return load_preset(name)
+    cfg = load_preset(name)
+    cfg["search"] = SearchConfig.from_dict(cfg["search"]).to_dict()
+    return cfg
 
 
 def merge(base: dict, override: dict, path: str = "") -> dict:

@@ -1,8 +1,9 @@
 """The built-in presets: one YAML file per preset in this package (their only source).
 
-`load_preset(name)` returns a fresh copy of a preset's run config as a plain mapping
-(`sgem.runconfig.RunConfig.from_dict` validates it); `PRESET_NAMES` lists them. A file is
-read once per process.
+`load_preset(name)` returns a fresh copy of a file's content as a plain mapping; the
+`search` section lists only the settings that differ from `SearchConfig`'s defaults, and
+`sgem.runconfig.preset(name)` gives the full run config (what `sgem run NAME` runs).
+`PRESET_NAMES` lists them. A file is read once per process.
 """
 
 from __future__ import annotations
