@@ -41,23 +41,23 @@ import numpy as np
 import torch
 import yaml
 
+from sgem import experiment
 from sgem.baselines import BaselineSetup, get_baseline
 from sgem.baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
 from sgem.baselines.decomposition import decomposition_settings
 from sgem.data.images import build_image_task, downsample
 from sgem.data.task import ClusteredTask
-from sgem.metrics import partition_match
-from sgem.moe.cluster_gated import steps_for_epochs, train_final_moe
+from sgem.moe.cluster_gated import steps_for_epochs
 from sgem.moe.learnable_gate import train_learnable_gate_moe
 from sgem.pipeline import build_space
 from sgem.report_images import plot_cluster_representatives
 from sgem.search.config import SearchConfig
-from sgem.search.sgem import SGEM
 from sgem.space import Arch
 from sgem.train import TrainConfig, Trainer, resolve_device
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 METHODS = ["random_moe", "darts_x_k", "sgem", "darts_oracle"]
+SAVE_MODELS: Path | None = None  # --save-models
 LABELS = {
     "random_moe": "Random-MoE",
     "darts_x_k": "DARTS×K (same arch)",
@@ -96,33 +96,17 @@ def darts_config(cfg: dict, train: TrainConfig) -> DartsConfig:
 
 # -- methods --------------------------------------------------------------------------------
 def run_sgem(task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int) -> dict:
-    start = time.perf_counter()
-    scfg = search_config(cfg)
-    search = SGEM(setup.space, scfg, seed=seed, progress=False, device=setup.device)
-    found = search.fit(task)
-    _, report = train_final_moe(
+    result = experiment.run_sgem(
         task,
-        search.trainer_,
-        found.assignment,
-        found.architectures,
-        steps=setup.final_steps,
-        seed=seed,
-        epochs=setup.final_epochs,
+        setup.space,
+        search_config(cfg),
+        seed,
+        final_epochs=setup.final_epochs,
+        device=setup.device,
     )
-    return {
-        "method": "sgem",
-        "test_accuracy": report.test_accuracy,
-        "test_nll": report.test_nll,
-        "per_expert_test_accuracy": report.per_expert_test_accuracy,
-        "assignment": found.assignment.tolist(),
-        "oracle_match": partition_match(found.assignment, task.oracle_partition),
-        "architectures": [a.key for a in found.architectures],
-        "n_trained": found.n_trained,
-        "uses_domain_labels": False,
-        "search_seconds": round(found.seconds, 3),
-        "final_seconds": round(report.seconds, 3),
-        "seconds": round(time.perf_counter() - start, 3),
-    }
+    if SAVE_MODELS is not None:
+        result.save(SAVE_MODELS / f"sgem-seed{seed}", task, setup.space)
+    return result.row(task)
 
 
 def run_method(method: str, task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int):
@@ -318,7 +302,15 @@ def main() -> None:
         "parallel processes) into images_main_<--tag>.{json,md}",
     )
     p.add_argument("--out", default="benchmarks/results")
+    p.add_argument(
+        "--save-models",
+        default=None,
+        metavar="DIR",
+        help="also save each SGEM model as DIR/sgem-seedN (load with sgem.load)",
+    )
     args = p.parse_args()
+    global SAVE_MODELS
+    SAVE_MODELS = Path(args.save_models) if args.save_models else None
 
     cfg = load_scale(args.scale)
     if args.data_dir:

@@ -1,0 +1,172 @@
+"""One method on one task and seed: search (or a given routing), final MoE, scores, model.
+
+"Search, then train the final MoE, then score it" lives here once. `sgem run` / `sgem fit`
+(through `sgem.pipeline`), the Python API and the benchmarks call `run_sgem`, and any
+cluster-gated method (a baseline's routing and cells) calls `finish`; both return a
+`MethodResult` whose `row()` is the one result schema, and whose model can be saved with
+`save()` and loaded with `sgem.load`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .data.task import ClusteredTask
+from .metrics import partition_match
+from .moe.artifact import save_final_moe
+from .moe.cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
+from .search.config import SearchConfig
+from .search.sgem import SGEM, SearchResult
+from .space.arch import Arch, CellSpace
+from .train.trainer import Trainer
+
+
+@dataclass
+class MethodResult:
+    """What one method produced on one task and seed."""
+
+    method: str
+    seed: int
+    assignment: np.ndarray
+    architectures: list[Arch]
+    report: MoEReport
+    moe: ClusterGatedMoE
+    n_out: int
+    n_trained: int
+    seconds: float
+    search: SearchResult | None = None
+    uses_domain_labels: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, task: ClusteredTask) -> dict:
+        """The one result schema: result.json's core and a benchmark row alike."""
+        scores = self.report.to_json()
+        names = task.meta.get("domain_names")
+        per_domain = {
+            (names[int(d)] if names else d): v for d, v in scores["per_domain_test_nll"].items()
+        }
+        row = {
+            "method": self.method,
+            "seed": self.seed,
+            "test_accuracy": scores["test_accuracy"],
+            "test_nll": scores["test_nll"],
+            "test_crps": scores["test_crps"],
+            "test_crps_closed_form": scores["test_crps_closed_form"],
+            "test_rmse": scores.get("test_rmse"),
+            "per_expert_test_accuracy": scores["per_expert_test_accuracy"],
+            "per_domain_test_nll": per_domain,
+            "assignment": self.assignment.tolist(),
+            "oracle_match": partition_match(self.assignment, task.oracle_partition)
+            if task.oracle_partition is not None
+            else None,
+            "architectures": [a.key for a in self.architectures],
+            "n_trained": self.n_trained,
+            "uses_domain_labels": self.uses_domain_labels,
+            "final_seconds": round(self.report.seconds, 3),
+            "seconds": round(self.seconds, 3),
+        }
+        if self.search is not None:
+            row["search_seconds"] = round(self.search.seconds, 3)
+        return row | self.extra
+
+    def save(
+        self, path: str | os.PathLike, task: ClusteredTask, space: CellSpace, **info: Any
+    ) -> Path:
+        """Write the final MoE as a model directory (`sgem.load(path)` reads it)."""
+        metrics = {k: v for k, v in self.report.to_json().items() if k not in ("seconds", "steps")}
+        return save_final_moe(
+            path,
+            task,
+            space,
+            self.moe,
+            self.n_out,
+            metrics=metrics,
+            info={"seed": self.seed, "method": self.method, **info},
+        )
+
+
+def finish(
+    method: str,
+    task: ClusteredTask,
+    trainer: Trainer,
+    assignment: np.ndarray,
+    architectures: list[Arch],
+    seed: int,
+    *,
+    final_steps: int,
+    final_epochs: float | None = None,
+    crps_samples: int = 100,
+    n_trained: int = 0,
+    started: float | None = None,
+    search: SearchResult | None = None,
+    uses_domain_labels: bool = False,
+) -> MethodResult:
+    """Retrain the cluster-gated MoE of a routing and its cells on train + validation and
+    test it once (the protocol every method shares)."""
+    started = time.perf_counter() if started is None else started
+    moe, report = train_final_moe(
+        task,
+        trainer,
+        np.asarray(assignment),
+        list(architectures),
+        steps=final_steps,
+        seed=seed,
+        epochs=final_epochs,
+        crps_samples=crps_samples,
+    )
+    return MethodResult(
+        method=method,
+        seed=seed,
+        assignment=np.asarray(assignment),
+        architectures=list(architectures),
+        report=report,
+        moe=moe,
+        n_out=trainer.n_out,
+        n_trained=n_trained,
+        seconds=time.perf_counter() - started,
+        search=search,
+        uses_domain_labels=uses_domain_labels,
+    )
+
+
+def run_sgem(
+    task: ClusteredTask,
+    space: CellSpace,
+    config: SearchConfig,
+    seed: int,
+    *,
+    final_epochs: float | None = None,
+    crps_samples: int = 100,
+    device: str = "cpu",
+    progress: bool = False,
+    **fit_options: Any,
+) -> MethodResult:
+    """SGEM end to end: the search (`fit_options` go to `SGEM.fit`: store, executor,
+    resume, deadline), then `finish`."""
+    started = time.perf_counter()
+    listener = fit_options.pop("listener", None)
+    search = SGEM(space, config, seed=seed, progress=progress, listener=listener, device=device)
+    found = search.fit(task, **fit_options)
+    return finish(
+        "sgem",
+        task,
+        search.trainer_,
+        found.assignment,
+        found.architectures,
+        seed,
+        final_steps=config.final_steps,
+        final_epochs=final_epochs,
+        crps_samples=crps_samples,
+        n_trained=found.n_trained,
+        started=started,
+        search=found,
+    )
+
+
+__all__ = ["MethodResult", "finish", "run_sgem"]
