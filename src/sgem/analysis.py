@@ -21,14 +21,13 @@ cost. The analysis (`op_effects`):
    the paper's row (std of the real region NLL of random architectures under oracle
    routing) needs new trainings: `measure_architecture_spread`.
 
-`load_run` reads a run directory written by `sgem run` (store.sqlite + result.json);
+`load_run` reads a run directory written by `sgem run` (through `RunDirectory` and the
+observation store's reader);
 `format_op_table` renders the result as markdown.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -37,7 +36,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from .random_streams import Stream, stream_rng
+from .rundir import CONFIG, RESULT, STORE, RunDirectory
 from .space.arch import Arch
+from .store import Observation, ObservationStore
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,15 @@ class RunObservations:
 
 
 def load_run(run_dir: str | Path) -> RunObservations:
-    """Completed observations of a run directory, clusters labelled by majority domain."""
-    run_dir = Path(run_dir)
-    result_path, store_path = run_dir / "result.json", run_dir / "store.sqlite"
-    for path in (result_path, store_path):
-        if not path.is_file():
-            raise ValueError(f"{run_dir} is not a finished run directory: {path.name} missing")
-    result = json.loads(result_path.read_text())
+    """Completed observations of a run directory, clusters labelled by majority domain.
+
+    Reads the run through `RunDirectory` (result.json, config.yaml) and the observation
+    store's own reader (`ObservationStore`: schema version and cluster count checked)."""
+    rundir = RunDirectory(run_dir)
+    for name in (RESULT, STORE):
+        if not rundir.file(name).is_file():
+            raise ValueError(f"{run_dir} is not a finished run directory: {name} missing")
+    result = rundir.read_result()
     oracle = result.get("oracle_partition")
     if oracle is None:
         raise ValueError(
@@ -77,34 +81,32 @@ def load_run(run_dir: str | Path) -> RunObservations:
         )
     cluster_domain = np.asarray(oracle, dtype=np.int64)
     names = result.get("domain_names") or [str(d) for d in range(int(cluster_domain.max()) + 1)]
-    db = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
-    try:
-        rows = db.execute(
-            "SELECT arch, mask, losses FROM observations WHERE status = 'complete' ORDER BY id"
-        ).fetchall()
-    finally:
-        db.close()
-    if not rows:
-        raise ValueError(f"{store_path} holds no completed observation")
+    observations = completed_observations(rundir.file(STORE), len(cluster_domain))
+    if not observations:
+        raise ValueError(f"{rundir.file(STORE)} holds no completed observation")
     op_names: tuple[str, ...] = ()
-    config_path = run_dir / "config.yaml"
-    if config_path.is_file():
-        import yaml
-
-        config = yaml.safe_load(config_path.read_text()) or {}
-        op_names = tuple(config.get("run", {}).get("space", {}).get("ops", ()))
-    seen: set[tuple[str, str]] = set()
-    archs, masks, losses = [], [], []
-    for arch, mask, loss in rows:
-        if (arch, mask) in seen:  # a retried or reused training counts once
-            continue
-        seen.add((arch, mask))
-        archs.append(Arch.from_json(arch))
-        masks.append([c == "1" for c in mask])
-        losses.append(json.loads(loss))
+    if rundir.file(CONFIG).is_file():
+        space = rundir.read_config().get("run", {}).get("space", {})
+        op_names = tuple(space.get("ops", ()))
     return RunObservations(
-        archs, np.array(masks, bool), np.array(losses, float), cluster_domain, list(names), op_names
+        [o.arch for o in observations],
+        np.array([o.mask for o in observations], bool),
+        np.array([o.losses for o in observations], float),
+        cluster_domain,
+        list(names),
+        op_names,
     )
+
+
+def completed_observations(path: str | Path, n_clusters: int) -> list[Observation]:
+    """The completed trainings of a store file, each (architecture, mask) once (a retried or
+    reused training counts once), in the order they were first recorded."""
+    store = ObservationStore(n_clusters, path, must_exist=True)
+    try:
+        # the store's cache of completed trainings (first completion per key, in row order)
+        return list(store._cache.values())
+    finally:
+        store.close()
 
 
 def _pairs(run: RunObservations, clip_quantile: float) -> dict[int, dict[str, np.ndarray]]:
@@ -248,7 +250,7 @@ def measure_architecture_spread(
         raise ValueError("measure_architecture_spread needs task.oracle_partition")
     setup = BaselineSetup(space=space, train=train_config)
     log = CandidateLog(make_trainer(task, setup, "the architecture spread"), seed)
-    archs = space.sample_many(n_archs, np.random.default_rng([seed, 11]))
+    archs = space.sample_many(n_archs, stream_rng(seed, Stream.ARCH_SPREAD))
     names = task.meta.get("domain_names")
     out = {}
     for d in np.unique(task.oracle_partition):
@@ -296,6 +298,7 @@ def format_op_table(result: dict) -> str:
 
 __all__ = [
     "RunObservations",
+    "completed_observations",
     "format_op_table",
     "load_run",
     "measure_architecture_spread",
