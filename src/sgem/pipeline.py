@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from types import MappingProxyType
@@ -57,9 +58,9 @@ PRESETS: MappingProxyType[str, dict[str, Any]] = MappingProxyType(
 def run_experiment(
     name: str = "toy",
     seed: int = 0,
-    out: str | Path | None = None,
+    out: str | os.PathLike | None = None,
     progress: bool = True,
-    config_file: str | Path | None = None,
+    config_file: str | os.PathLike | None = None,
     executor: str = "inline",
     workers: int = 2,
     ray_address: str | None = None,
@@ -87,7 +88,7 @@ def validate_run(run_cfg: dict, executor: str = "inline", workers: int = 2) -> R
 
 def run_config(
     run_cfg: dict | RunConfig,
-    out: str | Path,
+    out: str | os.PathLike,
     progress: bool = True,
     executor: str = "inline",
     workers: int = 2,
@@ -130,7 +131,7 @@ def run_config(
 
 
 def resume_experiment(
-    out: str | Path,
+    out: str | os.PathLike,
     progress: bool = True,
     executor: str = "inline",
     workers: int = 2,

@@ -177,7 +177,7 @@ def merge(base: dict, override: dict, path: str = "") -> dict:
     return out
 
 
-def read_config_file(path: str | Path) -> dict:
+def read_config_file(path: str | os.PathLike) -> dict:
     """A user's YAML config overrides: a mapping, read safely, with clear errors."""
     path = Path(path)
     try:
@@ -193,7 +193,7 @@ def read_config_file(path: str | Path) -> dict:
     return data
 
 
-def load_config(name: str, config_file: str | Path | None = None) -> dict[str, Any]:
+def load_config(name: str, config_file: str | os.PathLike | None = None) -> dict[str, Any]:
     """A preset's run config mapping with a user's YAML overrides merged in."""
     cfg = preset(name)
     if config_file is not None:
@@ -202,7 +202,7 @@ def load_config(name: str, config_file: str | Path | None = None) -> dict[str, A
 
 
 def load_run_config(
-    name: str, config_file: str | Path | None = None, seed: int | None = None
+    name: str, config_file: str | os.PathLike | None = None, seed: int | None = None
 ) -> RunConfig:
     """`load_config` as a validated `RunConfig` (for `seed`, when given)."""
     cfg = RunConfig.from_dict(load_config(name, config_file))
