@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 from helpers import SMALL_SURROGATE, random_masks, synthetic_losses
 
 from sgem.space import Arch
@@ -147,3 +148,69 @@ def test_refit_counts_and_warm_start(tabular_space):
     s.fit(archs, masks, losses, seed=1)
     assert s.n_fits_ == 2
     assert not np.array_equal(first, s.predict(archs, masks))
+
+
+def test_float32_network_float64_predictions(learnt):
+    s, _, archs, masks, _ = learnt
+    assert all(p.dtype == torch.float32 for p in s.net.parameters())
+    assert s.predict(archs[:3], masks[:3]).dtype == np.float64
+    assert s.predict_mc(archs[:3], masks[:3], seed=0).dtype == np.float64
+
+
+def test_repeated_archs_are_encoded_once_with_the_same_predictions(learnt):
+    """Scoring one arch under many masks (the M-step's pool) gives what row-by-row gives."""
+    s, _, archs, masks, _ = learnt
+    distinct = list(dict.fromkeys(archs))[:4]
+    rep = [a for a in distinct for _ in range(5)]
+    tiled = np.tile(masks[:5], (4, 1))
+    batched = s.predict(rep, tiled)
+    one_by_one = np.concatenate([s.predict([a], b[None]) for a, b in zip(rep, tiled, strict=True)])
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-5, atol=1e-6)
+    adj, _, index = s.distinct_graphs(rep)
+    assert adj.shape[0] == 4 and index.tolist() == [i // 5 for i in range(20)]
+    # the differentiable forward agrees with predict
+    adj_all, feats_all = s.graphs(rep)
+    with torch.no_grad():
+        fwd = s.forward(adj_all, feats_all, torch.as_tensor(tiled)).numpy()
+    np.testing.assert_allclose(fwd, batched, rtol=1e-5, atol=1e-6)
+
+
+def test_forward_is_differentiable_in_the_masks_only(learnt):
+    s, _, archs, masks, _ = learnt
+    adj, feats = s.graphs(archs[:6])
+    b = torch.tensor(masks[:6], dtype=torch.float64, requires_grad=True)
+    for _ in range(2):  # the second call reuses the cached graph embeddings
+        out = s.forward(adj, feats, b)
+        assert out.dtype == torch.float64
+        out.sum().backward()
+    assert b.grad is not None and torch.isfinite(b.grad).all() and b.grad.abs().sum() > 0
+    assert all(p.grad is None and p.requires_grad for p in s.net.parameters())
+
+
+def test_cached_graph_embedding_follows_the_weights(tabular_space):
+    rng = np.random.default_rng(5)
+    archs = tabular_space.sample_many(12, rng)
+    masks = random_masks(12, 3, rng)
+    losses = synthetic_losses(archs, masks, rng)
+    config = dataclasses.replace(SMALL_SURROGATE, epochs_first=5, epochs_refit=5)
+    s = Surrogate(tabular_space, 3, config, seed=0)
+    s.fit(archs, masks, losses, seed=0)
+    adj, feats = s.graphs(archs)
+    b = torch.as_tensor(masks)
+    before = s.forward(adj, feats, b).detach().clone()
+    s.fit(archs, masks, losses, seed=1)  # new weights: the cached embedding is stale
+    np.testing.assert_allclose(s.forward(adj, feats, b).detach().numpy(), s.predict(archs, masks))
+    assert not torch.equal(before, s.forward(adj, feats, b).detach())
+
+
+def test_float64_state_dicts_load(learnt, tabular_space):
+    """Checkpoints written by the float64 surrogate still restore."""
+    s, _, archs, masks, _ = learnt
+    state = s.state_dict()
+    state["net"] = {k: v.double() for k, v in state["net"].items()}
+    other = Surrogate(tabular_space, s.n_clusters, s.config, seed=99)
+    other.load_state_dict(state)
+    assert all(p.dtype == torch.float32 for p in other.net.parameters())
+    np.testing.assert_array_equal(
+        other.predict(archs[:5], masks[:5]), s.predict(archs[:5], masks[:5])
+    )

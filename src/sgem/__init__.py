@@ -2,26 +2,78 @@
 
 SGEM partitions a dataset into clusters, then jointly searches which expert each cluster is
 routed to and a cell architecture per expert, with a surrogate-assisted generalised EM.
+
+The public names below are resolved lazily (PEP 562): `import sgem` and `sgem --help` do not
+import torch, scikit-learn or scipy; the first use of a name imports its module.
 """
 
-from .data import (
-    ClusteredTask,
-    Split,
-    build_task,
-    make_image_task,
-    make_timeseries_task,
-    make_toy_task,
-    read_tsf,
-)
-from .errors import SgemUserError
-from .fitting import fit
-from .moe.model import Forecast, Routing, SgemModel, load
-from .search import SGEM, SearchConfig, SearchResult
-from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
-from .surrogate import Surrogate, SurrogateConfig
-from .train import TrainConfig, Trainer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the submodule defining it
+_LAZY: dict[str, str] = {
+    "ClusteredTask": ".data",
+    "Split": ".data",
+    "build_task": ".data",
+    "make_image_task": ".data",
+    "make_timeseries_task": ".data",
+    "make_toy_task": ".data",
+    "read_tsf": ".data",
+    "SgemUserError": ".errors",
+    "fit": ".fitting",
+    "Forecast": ".moe.model",
+    "Routing": ".moe.model",
+    "SgemModel": ".moe.model",
+    "load": ".moe.model",
+    "SGEM": ".search",
+    "SearchConfig": ".search",
+    "SearchResult": ".search",
+    "Arch": ".space",
+    "CellSpace": ".space",
+    "DartsSpace": ".space",
+    "TabularSpace": ".space",
+    "TimeSeriesSpace": ".space",
+    "Surrogate": ".surrogate",
+    "SurrogateConfig": ".surrogate",
+    "TrainConfig": ".train",
+    "Trainer": ".train",
+}
+
+if TYPE_CHECKING:  # what static analysers and IDEs see
+    from .data import (
+        ClusteredTask,
+        Split,
+        build_task,
+        make_image_task,
+        make_timeseries_task,
+        make_toy_task,
+        read_tsf,
+    )
+    from .errors import SgemUserError
+    from .fitting import fit
+    from .moe.model import Forecast, Routing, SgemModel, load
+    from .search import SGEM, SearchConfig, SearchResult
+    from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
+    from .surrogate import Surrogate, SurrogateConfig
+    from .train import TrainConfig, Trainer
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "SGEM",

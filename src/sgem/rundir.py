@@ -32,20 +32,30 @@ class RunDirectoryError(SgemUserError):
 
 
 def versions() -> dict[str, str]:
-    import numpy
-    import scipy
-    import sklearn
-    import torch
+    """Versions of sgem and its numerical stack, without importing what is not loaded yet
+    (scipy and scikit-learn then come from the installed distributions' metadata)."""
+    import sys
+    from importlib import metadata
 
     from . import __version__
+
+    def version(module: str, distribution: str) -> str:
+        loaded = sys.modules.get(module)
+        if loaded is not None and hasattr(loaded, "__version__"):
+            return str(loaded.__version__)
+        if module == "torch":  # the local build tag (+cpu, +cu121) is only in torch itself
+            import torch
+
+            return str(torch.__version__)
+        return metadata.version(distribution)
 
     return {
         "sgem": __version__,
         "python": platform.python_version(),
-        "torch": str(torch.__version__),
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "scikit-learn": sklearn.__version__,
+        "torch": version("torch", "torch"),
+        "numpy": version("numpy", "numpy"),
+        "scipy": version("scipy", "scipy"),
+        "scikit-learn": version("sklearn", "scikit-learn"),
     }
 
 

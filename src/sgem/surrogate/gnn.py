@@ -2,6 +2,10 @@
 
 Tiny DAGs need no graph library: a batch of (n x n) adjacency matrices and one-hot op
 features is all a GCN layer needs (as in NASLib's GCN predictor).
+
+The graph part depends on the architecture only, the head on (graph embedding, mask). Callers
+that score one architecture under many masks encode each distinct graph once and gather the
+embeddings with `index` (dropout lives in the head only, so this changes nothing but speed).
 """
 
 from __future__ import annotations
@@ -39,14 +43,33 @@ class SurrogateNet(nn.Module):
             nn.Linear(2 * hidden, n_clusters),
         )
 
-    def encode_graph(self, adj: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
-        a = normalised_adjacency(adj)
+    def encode_graph(
+        self, adj: torch.Tensor, feats: torch.Tensor, normalised: bool = False
+    ) -> torch.Tensor:
+        """(B, 2*hidden) graph embeddings; `normalised`: `adj` is already
+        `normalised_adjacency(adj)` (fits compute it once, not once per epoch)."""
+        a = adj if normalised else normalised_adjacency(adj)
         h = torch.relu(self.embed(feats))
         for layer in self.gcn:
             h = h + torch.relu(layer(a @ h))
         # mean over nodes plus the output node, which sees the leaves that form the cell output
         return torch.cat([h.mean(1), h[:, -1]], dim=-1)
 
-    def forward(self, adj: torch.Tensor, feats: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        z = torch.cat([self.encode_graph(adj, feats), self.mask_embed(mask)], dim=-1)
-        return self.head(z)
+    def readout(self, graph: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The head on graph embeddings (B, 2*hidden) and masks (B, M): (B, M)."""
+        return self.head(torch.cat([graph, self.mask_embed(mask)], dim=-1))
+
+    def forward(
+        self,
+        adj: torch.Tensor,
+        feats: torch.Tensor,
+        mask: torch.Tensor,
+        index: torch.Tensor | None = None,
+        normalised: bool = False,
+    ) -> torch.Tensor:
+        """Predictions for masks (B, M). Without `index`, adj/feats hold B graphs; with it,
+        they hold the distinct graphs and row i uses graph index[i]."""
+        graph = self.encode_graph(adj, feats, normalised)
+        if index is not None:
+            graph = graph[index]
+        return self.readout(graph, mask)
