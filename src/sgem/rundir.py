@@ -120,9 +120,15 @@ class RunDirectory:
                     f"`sgem resume {self.path}` (finished trainings are reused), or delete the "
                     "directory to start over."
                 )
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.file(TRACE).write_text("")
-        self.file(CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.file(TRACE).write_text("")
+            self.file(CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+        except OSError as exc:
+            raise RunDirectoryError(
+                f"cannot write the run directory {self.path}: {exc.strerror or exc}; choose a "
+                "writable --out (and check the disk has space)"
+            ) from exc
         return "new"
 
     def load_for_resume(self) -> dict:

@@ -202,7 +202,14 @@ def _read_lines(path: Path) -> TSFData:
     if path.suffix.lower() != ".zip":
         with open(path, "rb") as stream:
             return _parse(stream, str(path))
-    with zipfile.ZipFile(path) as archive:
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise SgemUserError(
+            f"{path} is not a valid zip archive ({exc}); download it again (sgem download "
+            "monash DIR) or pass the unzipped .tsf file"
+        ) from exc
+    with archive:
         members = [n for n in archive.namelist() if n.lower().endswith(".tsf")]
         if len(members) != 1:
             raise SgemUserError(
