@@ -24,8 +24,8 @@ import torch
 from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .executors import make_executor
+from .experiment import finish
 from .moe.artifact import save_final_moe
-from .moe.cluster_gated import train_final_moe
 from .presets import PRESET_NAMES
 from .runconfig import (
     RunConfig,
@@ -224,17 +224,21 @@ def _execute(
                 executor.close()
     finally:
         store.close()
-    moe, report = train_final_moe(
+    # the final MoE: the protocol every method shares (sgem.experiment.finish)
+    final = finish(
+        "sgem",
         task,
         search.trainer_,
         found.assignment,
         found.architectures,
-        steps=search_cfg.final_steps,
-        seed=seed,
-        epochs=cfg.final_epochs,
+        seed,
+        final_steps=search_cfg.final_steps,
+        final_epochs=cfg.final_epochs,
         crps_samples=cfg.crps_samples,  # forecasting tasks only
+        n_trained=found.n_trained,
+        search=found,
     )
-    result = _result_json(task, found, report.to_json(), seed, time.perf_counter() - start)
+    result = _result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume
     result["executor"] = executor_kind
     if plan is not None:
@@ -246,7 +250,7 @@ def _execute(
         rundir.file(MODEL_DIR),
         task,
         space,
-        moe,
+        final.moe,
         search.trainer_.n_out,
         metrics=model_metrics(result),
         info={
