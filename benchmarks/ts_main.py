@@ -1,13 +1,25 @@
-"""Table ts_main: SGEM against the forecasting baselines on the four-domain mixture.
+"""Table ts_main: SGEM against the forecasting baselines on a multi-domain mixture.
 
 Per seed, one task (windows, split and clustering depend on the seed), then SGEM (search +
 final MoE) and every baseline under the same protocol (`sgem.baselines.BaselineSetup`:
 same candidate training, same final retraining on train + validation, test once). Reports
-test NLL and sample CRPS mean +- std over seeds, domain recovery (Hungarian agreement of the
-routing with the majority-domain partition) and wall clock; writes JSON and markdown to
-benchmarks/results/ts_main_<scale>.{json,md}, plus the operation-effect table (Table
-ts_ops) pooled over the SGEM runs' observations. Progress is saved after every method, so
-an interrupted benchmark keeps what it finished (`--resume` skips it).
+test NLL and sample CRPS mean +- std over seeds, the field's forecast metrics (MASE and
+mean weighted quantile loss over the levels 0.1..0.9, in original units, per domain divided
+by seasonal naive's and aggregated by the geometric mean across domains: the GluonTS /
+Chronos / fev convention, GluonTS's default seasonalities from each file's @frequency),
+domain recovery (Hungarian agreement of the routing with the majority-domain partition) and
+wall clock; then paired comparisons of SGEM against each baseline (per-seed differences,
+a bootstrap 95% interval over seeds and a window-level paired bootstrap, stratified by
+seed). Writes JSON and markdown to benchmarks/results/ts_main_<tag>.{json,md}, plus the
+operation-effect table (Table ts_ops) pooled over the SGEM runs' observations. Progress is
+saved after every method, so an interrupted benchmark keeps what it finished (`--resume`
+skips it).
+
+Domains: the preset's (the four offline stand-ins, or the Monash files of --data-dir), or
+`--files A.tsf B.tsf ...`: any number of Monash-format files, one domain each (named by
+the file's stem). Final training length: `--final-length fixed` (the preset's steps or
+epochs) or `validation` (each final network's length chosen on validation, then retrained
+on train + validation; `sgem.moe.final_length`), applied to SGEM and every baseline alike.
 
 Scales:
   smoke    a few minutes on 2 CPU cores: 800 windows, M = 8, tiny search (a wiring check)
@@ -20,12 +32,15 @@ Any scale can be shrunk with --n-windows / --n-clusters / --iterations / --budge
     python benchmarks/ts_main.py --scale smoke --seeds 0
     python benchmarks/ts_main.py --scale offline --seeds 0 1 2 3 4
     python benchmarks/ts_main.py --scale paper --data-dir ~/monash --device cuda
+    python benchmarks/ts_main.py --scale offline --files a.tsf b.tsf --seeds 0 1 --tag ab
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import platform
 import statistics
 import time
@@ -36,9 +51,13 @@ import torch
 
 from sgem.analysis import RunObservations, format_op_table, op_effects
 from sgem.baselines import BaselineSetup, get_baseline
+from sgem.baselines.base import forecast_fields
+from sgem.data.timeseries import load_domains, make_timeseries_task
+from sgem.forecast import relative_geomean, seasonality
 from sgem.metrics import partition_match
 from sgem.moe.cluster_gated import train_final_moe
-from sgem.pipeline import build_space, build_task_from_config, load_config, merge
+from sgem.moe.final_length import FINAL_LENGTHS
+from sgem.pipeline import build_space, load_config, merge
 from sgem.search.config import SearchConfig
 from sgem.search.sgem import SGEM
 from sgem.train import resolve_device
@@ -98,6 +117,10 @@ SMOKE_OVERRIDES = {
     "crps_samples": 50,
 }
 DEFAULT_BUDGET = {"smoke": 4, "offline": 16, "paper": 60}
+#: The reference of the relative scores (per domain divided by its score).
+REFERENCE = "seasonal_naive"
+#: Scores summarised per method and compared pairwise (rel_*: relative to REFERENCE).
+SCORES = ("test_nll", "test_crps", "test_mase", "test_wql", "rel_mase", "rel_wql")
 
 
 def scale_config(args: argparse.Namespace) -> dict:
@@ -125,8 +148,38 @@ def scale_config(args: argparse.Namespace) -> dict:
         cfg["final_epochs"] = None
     if args.device:
         cfg["device"] = args.device
+    if args.files:
+        # absolute paths: load_domains reads them as they are (domain name = the file stem)
+        cfg["task"]["source"] = "files"
+        cfg["task"]["directory"] = None
+        cfg["task"]["domains"] = [os.path.abspath(f) for f in args.files]
     cfg["budget"] = args.budget or DEFAULT_BUDGET[args.scale]
+    cfg["final_length"] = args.final_length
     return cfg
+
+
+def load_task_domains(task_cfg: dict) -> dict:
+    """{domain name: TSFData} of the task section (read once for every seed)."""
+    source, names = task_cfg["source"], task_cfg.get("domains")
+    if source == "offline":
+        return load_domains(task_cfg.get("directory"), names=names, offline=True)
+    if source == "files":
+        return load_domains(names=names)
+    directory = task_cfg.get("directory") or os.environ.get("SGEM_MONASH_DIR")
+    return load_domains(directory, names=names)
+
+
+def build_task(task_cfg: dict, domains: dict, seed: int):
+    """The task of one seed (what `sgem.pipeline.build_task_from_config` builds from the same
+    section), with `meta["seasonality"]`: GluonTS's MASE period of each domain's frequency."""
+    params = {
+        k: v for k, v in task_cfg.items() if k not in ("name", "source", "directory", "domains")
+    }
+    params["split"] = tuple(params.get("split", (0.7, 0.15, 0.15)))
+    task = make_timeseries_task(domains, seed=seed, name="timeseries", **params)
+    task.meta["seasonality"] = [seasonality(d.frequency) for d in domains.values()]
+    task.meta["frequencies"] = [d.frequency for d in domains.values()]
+    return task
 
 
 def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservations]:
@@ -144,6 +197,7 @@ def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservat
         seed=seed,
         epochs=cfg["final_epochs"],
         crps_samples=cfg["crps_samples"],
+        length=cfg["final_length"],
     )
     moe = report.to_json()
     names = task.meta["domain_names"]
@@ -160,7 +214,14 @@ def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservat
         "uses_domain_labels": False,
         "search_seconds": round(found.seconds, 3),
         "seconds": round(time.perf_counter() - start, 3),
+        "steps": moe["steps"],
     }
+    if "final_length" in moe:
+        row["final_length"] = [
+            None if f is None else {k: v for k, v in f.items() if k != "curve"}
+            for f in moe["final_length"]
+        ]
+    row |= forecast_fields(task, moe.get("forecast"))
     store = found.store
     obs = RunObservations(
         list(store.archs),
@@ -172,13 +233,99 @@ def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservat
     return row, obs
 
 
+def add_relative(rows: list[dict], references: dict) -> None:
+    """Set `rel_mase` / `rel_wql` of every row: per domain its score divided by the reference
+    method's (same seed), geometric mean across domains (None without a reference)."""
+    for r in rows:
+        ref = references.get(r["seed"]) or references.get(str(r["seed"]))
+        for metric in ("mase", "wql"):
+            key = f"per_domain_test_{metric}"
+            if ref is None or key not in r or key not in ref:
+                r[f"rel_{metric}"] = None
+                continue
+            r[f"rel_{metric}"] = relative_geomean(r[key], ref[key])
+            r[f"per_domain_rel_{metric}"] = {
+                d: (v / ref[key][d] if v and ref[key].get(d) else None) for d, v in r[key].items()
+            }
+
+
+def bootstrap_interval(
+    values: list[float], n_boot: int = 10_000, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile 95% interval of the mean of `values` (resampled with replacement)."""
+    if not values:
+        return None
+    v = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(len(v), size=(n_boot, len(v)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def window_bootstrap(
+    diffs: list[np.ndarray], n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """(mean, 2.5%, 97.5%) of the mean over seeds of the mean per-window difference,
+    windows resampled within each seed (a paired, seed-stratified bootstrap)."""
+    rng = np.random.default_rng(seed)
+    point = float(np.mean([d.mean() for d in diffs]))
+    stats = np.zeros(n_boot)
+    for d in diffs:
+        stats += d[rng.integers(len(d), size=(n_boot, len(d)))].mean(axis=1)
+    stats /= len(diffs)
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    return point, float(lo), float(hi)
+
+
+def paired(rows: list[dict], target: str = "sgem") -> dict:
+    """`target` minus each other method, on the seeds both have: per-seed differences of
+    every score in SCORES, their mean with a bootstrap 95% interval over seeds, and for NLL
+    and the closed-form CRPS a window-level paired bootstrap (negative: `target` better)."""
+    mine = {r["seed"]: r for r in rows if r["method"] == target}
+    out: dict[str, dict] = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        if method == target:
+            continue
+        theirs = {r["seed"]: r for r in rows if r["method"] == method and r["seed"] in mine}
+        if not theirs:
+            continue
+        seeds = sorted(theirs)
+        entry: dict = {"seeds": seeds}
+        for key in SCORES:
+            per_seed = {
+                s: mine[s][key] - theirs[s][key]
+                for s in seeds
+                if mine[s].get(key) is not None and theirs[s].get(key) is not None
+            }
+            if not per_seed:
+                continue
+            vals = list(per_seed.values())
+            ci = bootstrap_interval(vals)
+            entry[key] = {
+                "per_seed": {str(s): v for s, v in per_seed.items()},
+                "mean": statistics.fmean(vals),
+                "ci95_seeds": list(ci) if ci else None,
+            }
+        for key, name in (("test_nll_per_window", "nll"), ("test_crps_cf_per_window", "crps_cf")):
+            diffs = [
+                np.asarray(mine[s][key]) - np.asarray(theirs[s][key])
+                for s in seeds
+                if key in mine[s] and key in theirs[s]
+            ]
+            if diffs and all(len(d) for d in diffs):
+                mean, lo, hi = window_bootstrap(diffs)
+                entry[f"window_{name}"] = {"mean": mean, "ci95": [lo, hi]}
+        out[method] = entry
+    return out
+
+
 def summarise(rows: list[dict]) -> dict:
     """Per method: mean and std over seeds of every score."""
     out: dict[str, dict] = {}
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         entry: dict = {"seeds": [r["seed"] for r in mine]}
-        for key in ("test_nll", "test_crps", "test_crps_closed_form", "oracle_match", "seconds"):
+        for key in (*SCORES, "test_crps_closed_form", "oracle_match", "seconds"):
             values = [r[key] for r in mine if r.get(key) is not None]
             if values:
                 entry[key] = {
@@ -189,12 +336,21 @@ def summarise(rows: list[dict]) -> dict:
         entry["per_domain_test_nll"] = {
             d: statistics.fmean(r["per_domain_test_nll"][d] for r in mine) for d in domains
         }
+        for metric in ("rel_mase", "rel_wql"):
+            key = f"per_domain_{metric}"
+            if all(r.get(key) for r in mine):
+                entry[key] = {d: _geomean([r[key].get(d) for r in mine]) for d in mine[0][key]}
         entry["n_trained"] = statistics.fmean(r.get("n_trained") or 0 for r in mine)
         out[method] = entry
     return out
 
 
-def markdown(summary: dict, meta: dict) -> str:
+def _geomean(values: list) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(statistics.fmean(math.log(v) for v in vals)) if vals else None
+
+
+def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
     def fmt(entry: dict, key: str, digits: int = 3) -> str:
         v = entry.get(key)
         return "n/a" if v is None else f"{v['mean']:.{digits}f} ± {v['std']:.{digits}f}"
@@ -219,30 +375,50 @@ def markdown(summary: dict, meta: dict) -> str:
             if cfg.get("final_epochs")
             else f"{search['final_steps']} steps"
         )
-        + f" per expert on train + validation. Device {meta['device']}, "
+        + " per expert on train + validation"
+        + (
+            " (length chosen on validation per network: tracked on the training samples up "
+            "to 4x that, the best step count x (n_train + n_val) / n_train)"
+            if cfg.get("final_length") == "validation"
+            else ""
+        )
+        + f". Device {meta['device']}, "
         f"{meta['torch_threads']} torch thread(s); benchmark wall clock "
-        f"{meta['wall_seconds'] / 60:.1f} min.",
+        f"{meta['wall_seconds'] / 60:.1f} min"
+        + (f"; {meta['note']}" if meta.get("note") else "")
+        + ".",
         "",
-        "| method | test NLL | test CRPS | domain recovery | trainings | seconds |",
-        "|---|---|---|---|---|---|",
+        "| method | test NLL | test CRPS | MASE (rel.) | wQL (rel.) | domain recovery | "
+        "trainings | seconds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for title, methods in BLOCKS:
+    listed = {m for _, ms in BLOCKS for m in ms}
+    blocks = [*BLOCKS, ("other", [m for m in summary if m not in listed])]
+    for title, methods in blocks:
         present = [m for m in methods if m in summary]
         if not present:
             continue
-        lines.append(f"| *{title}* | | | | | |")
+        lines.append(f"| *{title}* | | | | | | | |")
         for m in present:
             e = summary[m]
             lines.append(
                 f"| {LABELS.get(m, m)} | {fmt(e, 'test_nll')} | {fmt(e, 'test_crps')} | "
+                f"{fmt(e, 'rel_mase')} | {fmt(e, 'rel_wql')} | "
                 f"{fmt(e, 'oracle_match', 2)} | {e['n_trained']:.0f} | "
                 f"{e['seconds']['mean']:.0f} |"
             )
+    seasons = meta.get("mase_seasons")
     lines += [
         "",
         "NLL: mean Student-t negative log-likelihood per forecast step; CRPS: sample-based "
         f"({meta['config']['crps_samples']} samples per step); both in the per-window scaled "
-        "units, lower is better. Domain recovery: Hungarian agreement of the cluster routing "
+        "units, lower is better. MASE (median forecast, seasonal error of each window's "
+        "context) and wQL (mean weighted quantile loss over the levels 0.1..0.9, exact "
+        "Student-t quantiles, normalised by sum |y|) in original units, per domain divided by "
+        f"{LABELS[REFERENCE]}'s of the same seed, geometric mean across domains (1 = as good "
+        "as it; the Chronos / fev aggregate), mean ± std over seeds"
+        + (f"; MASE seasonal periods (GluonTS defaults) {seasons}" if seasons else "")
+        + ". Domain recovery: Hungarian agreement of the cluster routing "
         "with the majority-domain partition. Trainings: candidate trainings spent on search.",
     ]
     if summary:
@@ -256,6 +432,36 @@ def markdown(summary: dict, meta: dict) -> str:
                     f"{e['per_domain_test_nll'].get(d, float('nan')):.3f}" for d in domains
                 )
                 lines.append(f"| {LABELS.get(m, m)} | {cells} |")
+    if comparisons:
+        lines += [
+            "",
+            "SGEM minus each method (negative: SGEM better): mean over seeds with a bootstrap "
+            "95% interval over seeds [per-seed differences]; window: mean over seeds of the "
+            "mean per-window difference with a paired bootstrap 95% interval (windows "
+            "resampled within each seed; CRPS closed form).",
+            "",
+            "| vs | NLL | CRPS | MASE (rel.) | wQL (rel.) | window NLL | window CRPS |",
+            "|---|---|---|---|---|---|---|",
+        ]
+
+        def cell(c: dict | None) -> str:
+            if not c:
+                return "n/a"
+            ci = c.get("ci95_seeds")
+            seeds = ", ".join(f"{v:+.3f}" for v in c["per_seed"].values())
+            return f"{c['mean']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] ({seeds})"
+
+        def wcell(c: dict | None) -> str:
+            if not c:
+                return "n/a"
+            return f"{c['mean']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}]"
+
+        for m, c in comparisons.items():
+            lines.append(
+                f"| {LABELS.get(m, m)} | {cell(c.get('test_nll'))} | {cell(c.get('test_crps'))} | "
+                f"{cell(c.get('rel_mase'))} | {cell(c.get('rel_wql'))} | "
+                f"{wcell(c.get('window_nll'))} | {wcell(c.get('window_crps_cf'))} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -265,6 +471,20 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--methods", nargs="+", default=["sgem", *BASELINES])
     p.add_argument("--data-dir", default=None, help="directory of the Monash .tsf files (paper)")
+    p.add_argument(
+        "--files",
+        nargs="+",
+        default=None,
+        help="Monash-format .tsf files, one domain each (default: the scale's domains)",
+    )
+    p.add_argument(
+        "--final-length",
+        choices=FINAL_LENGTHS,
+        default="fixed",
+        help="final training length of SGEM and every baseline: the preset's (fixed) or "
+        "chosen on validation, then retrained on train + validation (validation)",
+    )
+    p.add_argument("--note", default=None, help="a note for the table (e.g. machine load)")
     p.add_argument("--device", default=None, help="cpu, cuda or auto (default: the preset's)")
     p.add_argument("--n-windows", type=int, default=None)
     p.add_argument("--n-clusters", type=int, default=None)
@@ -282,7 +502,7 @@ def main() -> None:
     if args.render:
         data = json.loads(Path(args.render).read_text())
         md = Path(args.render).with_suffix(".md")
-        md.write_text(markdown(data["summary"], data["meta"]))
+        md.write_text(markdown(data["summary"], data["meta"], data.get("comparisons")))
         if "op_effects" in data:
             tag = data["meta"]["tag"]
             md.with_name(f"ts_ops_{tag}.md").write_text(
@@ -302,9 +522,13 @@ def main() -> None:
     json_path, md_path = out_dir / f"ts_main_{tag}.json", out_dir / f"ts_main_{tag}.md"
     ops_path = out_dir / f"ts_ops_{tag}.md"
     rows: list[dict] = []
+    references: dict = {}
     if args.resume and json_path.exists():
-        rows = json.loads(json_path.read_text())["rows"]
+        saved = json.loads(json_path.read_text())
+        rows = saved["rows"]
+        references = {int(k): v for k, v in saved.get("references", {}).items()}
     done = {(r["seed"], r["method"]) for r in rows}
+    domains = load_task_domains(cfg["task"])
     search_cfg = SearchConfig.from_dict(cfg["search"])
     space = build_space(cfg["space"])
     observations: list[RunObservations] = []
@@ -312,7 +536,9 @@ def main() -> None:
     t_start = time.perf_counter()
 
     def save() -> dict:
+        add_relative(rows, references)
         summary = summarise(rows)
+        comparisons = paired(rows) if any(r["method"] == "sgem" for r in rows) else {}
         meta = {
             "scale": args.scale,
             "tag": tag,
@@ -322,6 +548,12 @@ def main() -> None:
             "device": device,
             "torch_threads": args.threads,
             "task_summary": task_summary,
+            "domains": list(domains),
+            "frequencies": [d.frequency for d in domains.values()],
+            "mase_seasons": [seasonality(d.frequency) for d in domains.values()],
+            "final_length": args.final_length,
+            "reference": REFERENCE,
+            "note": args.note,
             "wall_seconds": round(time.perf_counter() - t_start, 1),
             "machine": {
                 "platform": platform.platform(),
@@ -329,12 +561,19 @@ def main() -> None:
                 "torch": torch.__version__,
             },
         }
-        json_path.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1))
-        md_path.write_text(markdown(summary, meta))
+        data = {
+            "meta": meta,
+            "summary": summary,
+            "comparisons": comparisons,
+            "references": {str(k): v for k, v in references.items()},
+            "rows": rows,
+        }
+        json_path.write_text(json.dumps(data, indent=1))
+        md_path.write_text(markdown(summary, meta, comparisons))
         return summary
 
     for seed in args.seeds:
-        task = build_task_from_config(cfg["task"], seed)
+        task = build_task(cfg["task"], domains, seed)
         task_summary = (
             f"{task.summary()}; domains {task.meta['domain_names']}; mean purity "
             f"{task.meta['mean_purity']:.3f}; K = {search_cfg.n_experts}"
@@ -347,9 +586,15 @@ def main() -> None:
             budget=cfg["budget"],
             final_steps=search_cfg.final_steps,
             final_epochs=cfg["final_epochs"],
+            final_length=args.final_length,
             crps_samples=cfg["crps_samples"],
             device=device,
         )
+        if seed not in references:  # the relative scores' reference (cheap, no training)
+            ref = get_baseline(REFERENCE).fit_evaluate(task, setup, seed)
+            references[seed] = {
+                k: ref.get(k) for k in ("per_domain_test_mase", "per_domain_test_wql")
+            }
         for method in args.methods:
             if (seed, method) in done:
                 continue
@@ -364,7 +609,9 @@ def main() -> None:
             save()
             print(
                 f"  {method:15s} NLL {row['test_nll']:.4f}  CRPS {row['test_crps']:.4f}  "
-                f"recovery {row.get('oracle_match')}  {time.perf_counter() - t0:.0f} s",
+                f"MASE rel {row.get('rel_mase')}  wQL rel {row.get('rel_wql')}  "
+                f"recovery {row.get('oracle_match')}  steps {row.get('steps')}  "
+                f"{time.perf_counter() - t0:.0f} s",
                 flush=True,
             )
     summary = save()

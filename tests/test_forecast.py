@@ -11,9 +11,16 @@ from sgem.forecast import (
     crps_sample,
     crps_student_t,
     forecast_scores,
+    mase_per_window,
+    original_unit_scores,
+    quantile_loss_sums,
+    relative_geomean,
     sample_student_t,
+    seasonal_error,
+    seasonality,
     split_params,
     student_t_nll,
+    student_t_quantiles,
     weighted_quantile_loss,
 )
 from sgem.train import per_sample_nll
@@ -154,3 +161,94 @@ def test_forecast_scores_of_a_network_output():
     assert set(scores) == {"nll", "crps", "crps_closed_form"}
     assert scores["nll"] == pytest.approx(float(per_sample_nll(out, y, "student_t").mean()))
     assert scores["crps"] == pytest.approx(scores["crps_closed_form"], rel=0.05)
+
+
+# -- the field's metrics: MASE, weighted quantile loss, relative geometric mean ------------
+
+
+def test_seasonality_follows_gluonts_defaults():
+    # gluonts.time_feature.get_seasonality: H 24, D 1, W 1, M 12, Q 4, T 1440; multiples
+    # divide the base period when they can, else 1
+    expected = {
+        "hourly": 24,
+        "daily": 1,
+        "weekly": 1,
+        "monthly": 12,
+        "quarterly": 4,
+        "yearly": 1,
+        "half_hourly": 48,
+        "10_minutes": 144,
+        "minutely": 1440,
+        "4_seconds": 1,
+        "H": 24,
+        "2H": 12,
+        "7H": 1,
+        "1M": 12,
+        None: 1,
+        "fortnightly": 1,
+    }
+    assert {f: seasonality(f) for f in expected} == expected
+
+
+def test_mase_by_hand():
+    # context 1, 3, 2, 4, 3 with m = 2: |2-1|, |4-3|, |3-2| -> seasonal error 1
+    context = np.array([[1.0, 3.0, 2.0, 4.0, 3.0]])
+    assert seasonal_error(context, 2)[0] == pytest.approx(1.0)
+    # m = 1: |2|, |1|, |2|, |1| -> 1.5; a season >= the context length falls back to 1
+    assert seasonal_error(context, 1)[0] == pytest.approx(1.5)
+    assert seasonal_error(context, 5)[0] == pytest.approx(1.5)
+    y = np.array([[5.0, 1.0]])
+    point = np.array([[4.0, 3.0]])  # errors 1 and 2: mean 1.5
+    assert mase_per_window(point, y, context, 2)[0] == pytest.approx(1.5)
+    assert mase_per_window(point, y, context, 1)[0] == pytest.approx(1.0)
+    # scale-free: the same in any units
+    assert mase_per_window(7 * point, 7 * y, 7 * context, 2)[0] == pytest.approx(1.5)
+    # a constant context has no seasonal error: NaN (dropped when aggregated)
+    assert np.isnan(mase_per_window(point, y, np.ones((1, 5)), 2)[0])
+
+
+def test_quantile_loss_by_hand():
+    # y = 10, forecasts x_0.1 = 8, x_0.5 = 11, x_0.9 = 13
+    # 2|QL|: q=0.1: 2 * (10-8) * 0.1 = 0.4; q=0.5: 2 * |(10-11)(0.5-1)| = 1.0;
+    # q=0.9: 2 * |(10-13)(0.9-1)| = 0.6
+    xq = np.array([[8.0], [11.0], [13.0]])
+    got = quantile_loss_sums(xq, np.array([10.0]), (0.1, 0.5, 0.9))
+    np.testing.assert_allclose(got[:, 0], [0.4, 1.0, 0.6])
+    # the sample-based wQL reuses it: point masses give those quantiles exactly
+    samples = np.stack([np.full((2, 1), 8.0), np.full((2, 1), 11.0)])  # two-sample
+    wql = weighted_quantile_loss(samples, np.full((2, 1), 10.0), quantiles=(0.5,))
+    # median of {8, 11} is 9.5: 2 * 0.5 * 0.5 per element, over sum |y| = 20 -> 0.5 * 2 / 20
+    assert wql == pytest.approx(2 * 2 * 0.5 * 0.5 / 20)
+
+
+def test_student_t_quantiles_match_scipy():
+    q = student_t_quantiles(np.array([1.0]), np.array([2.0]), np.array([5.0]), (0.1, 0.5, 0.9))
+    np.testing.assert_allclose(q[:, 0], stats.t.ppf([0.1, 0.5, 0.9], 5, loc=1, scale=2))
+
+
+def test_original_unit_scores_by_hand():
+    # two windows of one horizon step, scaled units; scales 1 and 10; tiny Student-t spread
+    # so every quantile is the location
+    context = np.array([[1.0, 2.0, 1.0, 2.0], [1.0, 1.0, 2.0, 2.0]])
+    y = np.array([[2.0], [3.0]])
+    loc = np.array([[1.0], [1.0]])
+    out = torch.as_tensor(np.stack([loc, np.full_like(loc, 1e-9), np.full_like(loc, 5.0)], -1))
+    scale = np.array([1.0, 10.0])
+    res = original_unit_scores(out, context, y, scale, source=np.array([0, 1]), seasons=[1, 2])
+    # window 0 (m = 1): seasonal error mean(1, 1, 1) = 1, |2 - 1| = 1 -> MASE 1
+    # window 1 (m = 2): error mean(|2-1|, |2-1|) = 1, |3 - 1| = 2 -> MASE 2
+    assert res["per_domain_mase"] == {0: pytest.approx(1.0), 1: pytest.approx(2.0)}
+    assert res["mase"] == pytest.approx(1.5)
+    # wQL, original units: window 0: y 2, x 1; window 1: y 30, x 10. Every level q has
+    # 2|(y - x)(q - 0)| = 2 q (y - x): mean over q = 0.1..0.9 of 2q is 1.0
+    assert res["per_domain_wql"][0] == pytest.approx(1.0 * 1 / 2)
+    assert res["per_domain_wql"][1] == pytest.approx(1.0 * 20 / 30)
+    assert res["wql"] == pytest.approx(1.0 * 21 / 32)  # pooled: windows count by magnitude
+    assert res["n_mase_skipped"] == {0: 0, 1: 0}
+
+
+def test_relative_geomean_by_hand():
+    got = relative_geomean({"a": 2.0, "b": 0.5, "c": 1.0}, {"a": 1.0, "b": 1.0, "c": 4.0})
+    assert got == pytest.approx((2.0 * 0.5 * 0.25) ** (1 / 3))
+    assert relative_geomean({"a": 2.0, "b": None}, {"a": 4.0, "b": 1.0}) == pytest.approx(0.5)
+    assert relative_geomean({"a": 1.0}, {}) is None

@@ -1,0 +1,202 @@
+"""The validation-chosen final training length (sgem.moe.final_length) and its use in
+train_final_moe and the baselines' final training."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sgem.baselines import BaselineSetup, get_baseline
+from sgem.data.timeseries import make_timeseries_task
+from sgem.moe.cluster_gated import train_final_moe
+from sgem.moe.final_length import (
+    ValidationLength,
+    expert_length,
+    resolve_length,
+    track_validation,
+)
+from sgem.space.arch import Arch
+from sgem.space.timeseries import TimeSeriesSpace
+from sgem.train.losses import per_sample_nll
+from sgem.train.trainer import TrainConfig, Trainer
+
+
+# -- the model-agnostic loop ---------------------------------------------------------------
+def _curve(loss_of):
+    state = {"t": 0, "calls": []}
+
+    def step(i: int) -> None:
+        assert i == state["t"]
+        state["t"] += 1
+
+    def val_loss() -> float:
+        state["calls"].append(state["t"])
+        return loss_of(state["t"])
+
+    return step, val_loss, state
+
+
+def test_track_validation_picks_the_lowest_point_of_a_u_shaped_curve():
+    step, val_loss, state = _curve(lambda t: (t - 50) ** 2)
+    best, loss, done, curve = track_validation(step, val_loss, 100, 10)
+    assert (best, loss, done) == (50, 0.0, 100)
+    assert state["calls"] == list(range(10, 101, 10))
+    assert [s for s, _ in curve] == state["calls"]
+
+
+def test_track_validation_stops_after_patience_evaluations_without_a_new_best():
+    step, val_loss, _ = _curve(lambda t: (t - 30) ** 2)
+    best, _, done, curve = track_validation(step, val_loss, 100, 10, patience=2)
+    assert best == 30
+    assert done == 50  # 40 and 50 were worse: stopped there
+    assert len(curve) == 5
+
+
+def test_track_validation_evaluates_the_last_step_and_keeps_the_earlier_of_ties():
+    step, val_loss, _ = _curve(lambda t: 1.0 if t >= 20 else 2.0)
+    best, _, done, curve = track_validation(step, val_loss, 25, 10)
+    assert done == 25
+    assert best == 20  # 25 ties with 20: the shorter length wins
+    assert [s for s, _ in curve] == [10, 20, 25]
+
+
+def test_track_validation_never_picks_a_diverged_evaluation():
+    step, val_loss, _ = _curve(lambda t: math.nan if t > 10 else 5.0 - t / 10)
+    assert track_validation(step, val_loss, 40, 10)[0] == 10
+    step, val_loss, _ = _curve(lambda t: math.inf)
+    assert track_validation(step, val_loss, 40, 10)[0] == 10  # all diverged: the first
+
+
+def test_validation_length_cap_refit_and_names():
+    rule = ValidationLength()
+    assert rule.cap(500) == (2000, 100)  # 4x the fixed length, 20 evaluations
+    assert rule.cap(3) == (12, 1)
+    assert rule.refit_steps(700, 2800, 600) == round(700 * 3400 / 2800)  # 850
+    assert ValidationLength(scale_to_data=False).refit_steps(700, 2800, 600) == 700
+    assert resolve_length("fixed") is None and resolve_length(None) is None
+    assert resolve_length("validation") == ValidationLength()
+    custom = ValidationLength(max_factor=2.0, patience=None)
+    assert resolve_length(custom) is custom
+    with pytest.raises(ValueError, match="unknown final length"):
+        resolve_length("longest")
+    with pytest.raises(ValueError):
+        ValidationLength(max_factor=0)
+    with pytest.raises(ValueError):
+        ValidationLength(patience=0)
+
+
+# -- on a small forecasting task ---------------------------------------------------------------
+CONTEXT, HORIZON = 48, 8
+
+
+@pytest.fixture(scope="module")
+def task():
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    domains = {
+        "cycle": [10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400)],
+        "walk": [50 + np.cumsum(rng.normal(0, 1, 400))],
+        "trend": [1 + 0.05 * t + rng.normal(0, 0.5, 400)],
+    }
+    return make_timeseries_task(
+        domains, n_windows=240, n_clusters=6, context=CONTEXT, horizon=HORIZON, seed=0
+    )
+
+
+@pytest.fixture(scope="module")
+def space():
+    return TimeSeriesSpace(
+        op_names=("moving_average", "dilated_conv", "linear_trend", "skip"),
+        n_nodes=2,
+        channels=4,
+        patch_len=8,
+    )
+
+
+@pytest.fixture(scope="module")
+def trainer(task, space):
+    return Trainer(task, space, TrainConfig(steps=5, lr=3e-3, batch_size=32))
+
+
+def _arch(space, seed: int = 0) -> Arch:
+    return space.sample_many(1, np.random.default_rng(seed))[0]
+
+
+def test_a_tracked_expert_trains_step_for_step_like_trainer_fit(task, space, trainer):
+    arch = _arch(space)
+    x_tr, y_tr = trainer.x_train, trainer.y_train
+    x_va, y_va = trainer.x_val, trainer.y_val
+    rule = ValidationLength(max_factor=1.0, n_evals=4, patience=None)
+    choice = expert_length(trainer, arch, x_tr, y_tr, x_va, y_va, 7, 12, rule)
+    assert [s for s, _ in choice.curve] == [3, 6, 9, 12]
+    for steps, loss in choice.curve:
+        model = trainer.fit(arch, x_tr, y_tr, seed=7, steps=steps)
+        with torch.no_grad():
+            expected = float(per_sample_nll(model(x_va), y_va, "student_t").double().mean())
+        assert loss == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    best = min(choice.curve, key=lambda c: c[1])
+    assert (choice.best_step, choice.best_val_nll) == (best[0], pytest.approx(best[1]))
+
+
+def test_fixed_length_is_the_default_and_unchanged(task, space, trainer):
+    archs = [_arch(space, 1), _arch(space, 2)]
+    assignment = np.arange(task.n_clusters) % 2
+    _, default = train_final_moe(task, trainer, assignment, archs, steps=8, seed=0)
+    _, fixed = train_final_moe(task, trainer, assignment, archs, steps=8, seed=0, length="fixed")
+    assert default.test_nll == fixed.test_nll
+    assert default.steps == [8, 8]
+    assert "final_length" not in default.to_json()
+
+
+def test_validation_length_retrains_for_the_chosen_scaled_steps(task, space, trainer):
+    archs = [_arch(space, 1), _arch(space, 2)]
+    assignment = np.arange(task.n_clusters) % 2
+    moe, report = train_final_moe(
+        task, trainer, assignment, archs, steps=8, seed=0, length="validation"
+    )
+    info = report.to_json()["final_length"]
+    assert len(info) == 2
+    for k, f in enumerate(info):
+        region = assignment == k
+        n_tr = int(region[task.train.cluster].sum())
+        n_va = int(region[task.val.cluster].sum())
+        assert (f["n_train"], f["n_val"], f["max_steps"]) == (n_tr, n_va, 32)
+        assert 1 <= f["best_step"] <= 32
+        assert f["refit_steps"] == round(f["best_step"] * (n_tr + n_va) / n_tr)
+        assert report.steps[k] == f["refit_steps"]
+    # the retrained experts are exactly Trainer.fit on the region for those steps
+    x = torch.as_tensor(np.concatenate([task.train.x, task.val.x]))
+    y = torch.as_tensor(np.concatenate([task.train.y, task.val.y]))
+    c = np.concatenate([task.train.cluster, task.val.cluster])
+    sel = torch.as_tensor(assignment[c] == 0)
+    ref = trainer.fit(archs[0], x[sel], y[sel], seed=0, steps=report.steps[0])
+    for a, b in zip(ref.state_dict().values(), moe.experts[0].state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_baselines_use_the_validation_length_alike(task, space):
+    setup = BaselineSetup(
+        space=space,
+        train=TrainConfig(steps=5, lr=3e-3, batch_size=32),
+        n_experts=2,
+        budget=2,
+        final_steps=10,
+        crps_samples=20,
+    )
+    fixed = get_baseline("geometry").fit_evaluate(task, setup, seed=0)
+    assert fixed["steps"] == [10, 10] and "final_length" not in fixed
+    val_setup = dataclasses.replace(setup, final_length="validation", cache={})
+    row = get_baseline("geometry").fit_evaluate(task, val_setup, seed=0)
+    assert row["steps"] == [f["refit_steps"] for f in row["final_length"]]
+    assert all(f["max_steps"] == 40 for f in row["final_length"])
+    lin_fixed = get_baseline("dlinear").fit_evaluate(task, setup, seed=0)
+    lin = get_baseline("dlinear").fit_evaluate(task, val_setup, seed=0)
+    assert lin_fixed["steps"] == 10
+    n_tr, n_va = len(task.train), len(task.val)
+    assert 1 <= lin["steps"] <= round(40 * (n_tr + n_va) / n_tr)
+    with pytest.raises(ValueError, match="unknown final length"):
+        dataclasses.replace(setup, final_length="long")
