@@ -194,3 +194,17 @@ def test_fit_a_regression_table(tmp_path) -> None:
     assert result["test_nll"] is not None and result["test_crps"] is not None
     scores = model.evaluate(frame[["a", "b"]].to_numpy(), frame["price"].to_numpy())
     assert np.isfinite(scores["test_nll"])
+
+
+def test_experts_auto_picks_k_on_validation(table, tmp_path) -> None:
+    out = tmp_path / "auto"
+    model = sgem.fit(table, target="label", n_experts="auto", out=out, progress=False, config=TINY)
+    report = model.result["experts_auto"]
+    assert [r["n_experts"] for r in report["candidates"]] == [2, 3, 4]
+    best = min(report["candidates"], key=lambda r: r["validation_loss"])
+    assert report["chosen"] == best["n_experts"] == model.spec.n_experts
+    assert (out / "model" / "model.json").is_file() and (
+        out / "experts-3" / "result.json"
+    ).is_file()
+    with pytest.raises(SgemUserError, match="'auto'"):
+        sgem.fit(table, target="label", n_experts="many", out=tmp_path / "x", progress=False)

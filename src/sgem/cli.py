@@ -75,7 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("--image-size", type=int, default=32, help="images: side in pixels (32)")
     fit.add_argument("--clusters", type=int, default=None, help="M (default from the data size)")
-    fit.add_argument("--experts", type=int, default=None, help="K experts (default 2; series 4)")
+    fit.add_argument(
+        "--experts",
+        default=None,
+        help="K experts (default 2; series 4), or 'auto': the best of 2, 3, 4 on validation",
+    )
     fit.add_argument("--time-budget", default=None, help="e.g. 10m, 2h: plan the search to it")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument("--out", default=None, help="run directory (default runs/fit-NAME-seedN)")
@@ -180,42 +184,44 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from .fitting import fit_config
-    from .pipeline import run_config, summarise
-
-    run = fit_config(
-        args.data,
-        kind=args.kind,
-        target=args.target,
-        features=args.features.split(",") if args.features else None,
-        horizon=args.horizon,
-        context=args.context,
-        image_size=args.image_size,
-        n_clusters=args.clusters,
-        n_experts=args.experts,
-        time_budget=args.time_budget,
-        seed=args.seed,
-        config=args.config,
-        id_col=args.id_col,
-        time_col=args.time_col,
-        value_col=args.value_col,
-    )
     from pathlib import Path
+
+    from .fitting import fit
+    from .pipeline import summarise
 
     out = args.out or f"runs/fit-{Path(args.data).stem or 'data'}-seed{args.seed}"
     try:
-        result = run_config(
-            run,
-            out,
+        model = fit(
+            args.data,
+            out=out,
             progress=not args.quiet,
             executor=args.executor,
             workers=args.workers,
             ray_address=args.ray_address,
             gpus_per_task=args.gpus_per_task,
+            n_experts=args.experts,
+            kind=args.kind,
+            target=args.target,
+            features=args.features.split(",") if args.features else None,
+            horizon=args.horizon,
+            context=args.context,
+            image_size=args.image_size,
+            n_clusters=args.clusters,
+            time_budget=args.time_budget,
+            seed=args.seed,
+            config=args.config,
+            id_col=args.id_col,
+            time_col=args.time_col,
+            value_col=args.value_col,
         )
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    result = model.result or {}
+    if "experts_auto" in result:
+        for row in result["experts_auto"]["candidates"]:
+            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4f}")
+        print(f"  chose K={result['experts_auto']['chosen']}")
     print(summarise(result))
     print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")
     return 0

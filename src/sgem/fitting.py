@@ -115,6 +115,9 @@ def fit_config(
     return run
 
 
+AUTO_EXPERTS = (2, 3, 4)
+
+
 def fit(
     data: str | os.PathLike,
     *,
@@ -122,21 +125,96 @@ def fit(
     progress: bool = True,
     executor: str = "inline",
     workers: int = 2,
+    ray_address: str | None = None,
+    gpus_per_task: float = 0.0,
+    n_experts: int | str | None = None,
     **options: Any,
 ):
     """Search an MoE for `data`, save it in `out` (default runs/fit-<name>-seed<N>) and
     return the loaded `SgemModel` (its result.json as `model.result`). Options are those of
-    `fit_config`."""
+    `fit_config`; `n_experts="auto"` runs `fit_auto_experts`."""
     from .moe.model import load
     from .pipeline import run_config
 
-    run = fit_config(data, **options)
     if out is None:
-        out = Path("runs") / f"fit-{Path(data).stem or 'data'}-seed{run['seed']}"
-    result = run_config(run, out, progress=progress, executor=executor, workers=workers)
+        out = Path("runs") / f"fit-{Path(data).stem or 'data'}-seed{options.get('seed', 0)}"
+    execution = dict(
+        progress=progress,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        gpus_per_task=gpus_per_task,
+    )
+    if n_experts == "auto":
+        result = fit_auto_experts(data, out, execution=execution, **options)
+    else:
+        run = fit_config(data, n_experts=_experts(n_experts), **options)
+        result = run_config(run, out, **execution)
     model = load(out)
     model.result = result
     return model
 
 
-__all__ = ["KINDS", "fit", "fit_config", "infer_kind"]
+def _experts(value: int | str | None) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise SgemUserError(f"--experts must be an integer >= 1 or 'auto', got {value!r}") from None
+
+
+def fit_auto_experts(
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    execution: dict | None = None,
+    candidates: tuple[int, ...] = AUTO_EXPERTS,
+    **options: Any,
+) -> dict:
+    """Choose K among `candidates` on measured validation loss, with the same search
+    budget per K (a time budget is split evenly). `execution`: run_config's progress /
+    executor / workers / ray_address / gpus_per_task.
+
+    Each K is a full run in `out/experts-K` (resumable on its own); the winner is the K whose
+    returned regions have the lowest validation loss, weighted by region size (the measured
+    objective the search itself selects on, so K is compared on held-out data, never test).
+    Its model is copied to `out/model` and its result.json to `out/result.json` with an
+    `experts_auto` report of every K.
+    """
+    import json
+    import shutil
+
+    import numpy as np
+
+    from .pipeline import run_config
+
+    out = Path(out)
+    budget = options.pop("time_budget", None)
+    if budget is not None:
+        from .budget import parse_duration
+
+        budget = parse_duration(budget) / len(candidates)
+    report, best = [], None
+    for k in candidates:
+        run = fit_config(data, n_experts=k, time_budget=budget, **options)
+        result = run_config(run, out / f"experts-{k}", **(execution or {}))
+        losses = np.asarray(
+            [np.nan if v is None else v for v in result["region_val_losses"]], dtype=float
+        )
+        sizes = np.bincount(result["routing"], weights=result["cluster_sizes"], minlength=k)
+        used = ~np.isnan(losses)
+        val_loss = float((losses[used] * sizes[used]).sum() / sizes[used].sum())
+        report.append({"n_experts": k, "validation_loss": val_loss, "test_nll": result["test_nll"]})
+        if best is None or val_loss < best[0]:
+            best = (val_loss, k, result)
+    assert best is not None
+    _, k, result = best
+    result = {**result, "experts_auto": {"chosen": k, "candidates": report}}
+    if (out / "model").exists():
+        shutil.rmtree(out / "model")
+    shutil.copytree(out / f"experts-{k}" / "model", out / "model")
+    (out / "result.json").write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+__all__ = ["AUTO_EXPERTS", "KINDS", "fit", "fit_auto_experts", "fit_config", "infer_kind"]
