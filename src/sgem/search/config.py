@@ -15,6 +15,7 @@ from ..train.trainer import (
 )
 
 LB_KINDS = ("clusters", "samples")
+INIT_MASKS = ("random", "geometric", "auto")
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class SearchConfig:
     n_iterations: int = 20
     n_init: int = 60  # random (arch, mask) observations before the first surrogate fit
     init_min_mask: int = 3  # mask sizes are log-uniform in [init_min_mask, M]
+    # initial masks: "random" subsets (the paper), "geometric" balls of nearest clusters in
+    # centroid space (near-pure masks at large M), or "auto": geometric when M >
+    # `geometric_above` and the task has centroids, random otherwise
+    init_masks: str = "random"
+    geometric_above: int = 40
     pool_size: int = 200  # fresh architectures scored per expert per M-step
     mc_masks: int = 16  # Bernoulli masks averaged for u(alpha, r) (mask extension)
     routing_steps: int = 40
@@ -60,6 +66,7 @@ class SearchConfig:
             "n_iterations",
             "n_init",
             "init_min_mask",
+            "geometric_above",
             "pool_size",
             "mc_masks",
             "lcb_shortlist",
@@ -85,6 +92,7 @@ class SearchConfig:
         ):
             check_bool(self, name)
         check_choice(self, "lb_kind", LB_KINDS)
+        check_choice(self, "init_masks", INIT_MASKS)
         # nested sections may come as mappings (YAML); unknown keys are errors there too
         object.__setattr__(self, "train", config_from_dict(TrainConfig, self.train, "search.train"))
         object.__setattr__(

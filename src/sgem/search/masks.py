@@ -37,3 +37,22 @@ def nonempty_bernoulli_mask(
         if b.any():
             return b
     return np.asarray(fallback, dtype=bool)
+
+
+def geometric_mask(
+    centroids: np.ndarray, rng: np.random.Generator, min_size: int = 3
+) -> np.ndarray:
+    """A ball in cluster-centroid space: a random anchor cluster and its nearest clusters,
+    log-uniform in number in [min_size, M] (as `log_uniform_size_mask`).
+
+    Clusters close in input space tend to want the same expert, so small balls are the
+    near-pure masks that random subsets of many clusters almost never are (at M = 80 a
+    random 5-cluster mask is pure with probability ~(1/2)^4)."""
+    centroids = np.asarray(centroids, dtype=np.float64).reshape(len(centroids), -1)
+    n_clusters = len(centroids)
+    size = int(log_uniform_size_mask(n_clusters, rng, min_size).sum())
+    anchor = int(rng.integers(n_clusters))
+    distance = np.sum((centroids - centroids[anchor]) ** 2, axis=1)
+    mask = np.zeros(n_clusters, dtype=bool)
+    mask[np.argsort(distance, kind="stable")[:size]] = True
+    return mask

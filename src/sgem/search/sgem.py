@@ -40,7 +40,7 @@ from .checkpoint import decode_checkpoint, restore_state, save_state
 from .config import SearchConfig
 from .exploration import Explorer, hard_logits
 from .ledger import Ledger
-from .masks import log_uniform_size_mask
+from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing, objective
 from .routing import expected_losses, routing_m_step
 from .selection import canonical_partition, finalise
@@ -144,7 +144,7 @@ class SGEM:
         self._setup(task.n_clusters, store, val_sizes)
         state = self.store_.latest_checkpoint(decode_checkpoint) if resume else None
         if state is None:
-            logits, archs = self._initialise(task.n_clusters, rng)
+            logits, archs = self._initialise(task.n_clusters, rng, task.centroids)
             trace: list[dict] = []
             t_done = 0
             self._checkpoint(0, logits, archs, rng, trace)
@@ -217,15 +217,23 @@ class SGEM:
         )
         self.explorer_ = Explorer(self.ledger_, self.space, self.surrogate_, self.u_, cfg)
 
-    def _initialise(self, m: int, rng: np.random.Generator) -> tuple[np.ndarray, list[Arch]]:
-        """Random routing logits and incumbents; `n_init` random trainings; first fit."""
+    def _initialise(
+        self, m: int, rng: np.random.Generator, centroids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[Arch]]:
+        """Random routing logits and incumbents; `n_init` random trainings; first fit.
+
+        The masks are random subsets, or balls in centroid space (`init_masks`)."""
         cfg = self.config
         logits = rng.normal(size=(m, cfg.n_experts))
         archs = self.space.sample_many(cfg.n_experts, rng)
-        init_jobs = [
-            (self.space.sample(rng), log_uniform_size_mask(m, rng, cfg.init_min_mask), "init")
-            for _ in range(cfg.n_init)
-        ]
+        geometric = self._geometric_init(m, centroids)
+
+        def mask() -> np.ndarray:
+            if geometric:
+                return geometric_mask(centroids, rng, cfg.init_min_mask)
+            return log_uniform_size_mask(m, rng, cfg.init_min_mask)
+
+        init_jobs = [(self.space.sample(rng), mask(), "init") for _ in range(cfg.n_init)]
         self.ledger_.train(init_jobs, 0)
         self._refit(0)
         return logits, archs
@@ -307,6 +315,13 @@ class SGEM:
         return logits, archs, row
 
     # -- helpers ---------------------------------------------------------------------------
+    def _geometric_init(self, m: int, centroids: np.ndarray | None) -> bool:
+        """Whether the initial masks are balls in centroid space (`init_masks`)."""
+        mode = self.config.init_masks
+        if centroids is None or len(centroids) != m or mode == "random":
+            return False
+        return mode == "geometric" or m > self.config.geometric_above
+
     @property
     def failures_(self) -> int:
         """Failed training attempts so far (each retried once)."""

@@ -1,0 +1,284 @@
+"""Scaling benchmark (issue 16): how SGEM's quality and cost grow with M and K.
+
+Two task families, ~100 points per cluster:
+
+* ``toy``: the paper's two-cloud toy (`sgem.make_toy_task`) with M in {20, 40, 80, 160}
+  (n_per_cloud = 50 M), K = 2;
+* ``mixture``: `sgem.data.mixtures.make_mixture_task` with K in {2, 4, 8} groups of 2-D
+  clouds that want different operations (M = 20 K clusters), searched with K experts.
+
+Per run: oracle match, test accuracy of the final cluster-gated MoE, trainings, wall clock
+per phase (initialisation, EM iterations, finalisation, final MoE), peak memory (RSS high
+water mark of the run's own process: every run is a fresh subprocess), machine load.
+Results are appended to the JSON after every run, so a partial grid is saved as it goes
+(and labelled `complete: false` until every requested run is in).
+
+    python benchmarks/scaling.py --family toy --m 20 40 80 --seeds 0 1 2
+    python benchmarks/scaling.py --family mixture --k 4 --seeds 0 1 2
+    python benchmarks/scaling.py --plot          # the plot and markdown table from the JSON
+    python benchmarks/scaling.py --one toy 80 0  # one run in this process (prints JSON)
+
+Search settings: the `toy` preset's search section, with `--set key=value` overrides
+(e.g. ``--set scale_with_m=false`` for the paper's fixed budgets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path("benchmarks/results/scaling.json")
+
+
+def _parse_value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def build(family: str, size: int, seed: int):
+    import sgem
+
+    if family == "toy":
+        task = sgem.make_toy_task(seed, n_per_cloud=50 * size, n_clusters=size, oracle="source")
+        return task, 2
+    if family == "mixture":
+        from sgem.data.mixtures import make_mixture_task
+
+        return make_mixture_task(seed, n_groups=size), size
+    raise ValueError(family)
+
+
+def one_run(family: str, size: int, seed: int, overrides: dict, keep_trace: bool) -> dict:
+    """One search + final MoE in this process; its row of the table."""
+    import numpy as np
+    import torch
+
+    from sgem.moe.cluster_gated import train_final_moe
+    from sgem.pipeline import load_config
+    from sgem.search.config import SearchConfig
+    from sgem.search.sgem import SGEM
+    from sgem.space.registry import build_space
+
+    t0 = time.perf_counter()
+    cfg = load_config("toy")
+    torch.set_num_threads(int(cfg["torch_threads"]))
+    task, k = build(family, size, seed)
+    t_task = time.perf_counter() - t0
+    search_cfg = SearchConfig.from_dict({**cfg["search"], "n_experts": k, **overrides})
+    space = build_space(cfg["space"])
+    search = SGEM(space, search_cfg, seed=seed, progress=False)
+    t1 = time.perf_counter()
+    found = search.fit(task)
+    t_search = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    _, report = train_final_moe(
+        task, search.trainer_, found.assignment, found.architectures, search_cfg.final_steps, seed
+    )
+    t_final = time.perf_counter() - t2
+    rep = report.to_json()
+    iter_s = sum(r["seconds"] for r in found.trace)
+    phases = getattr(found, "phases", None) or {}
+    oracle = task.oracle_partition
+    centroid_match = None
+    if family == "toy":  # the paper's rule (centroid x < -2), for comparison
+        from sgem.data.toy import ORACLE_X_BOUNDARY
+        from sgem.metrics import partition_match
+
+        rule = (task.centroids[:, 0] >= ORACLE_X_BOUNDARY).astype(np.int64)
+        centroid_match = partition_match(found.assignment, rule)
+    row = {
+        "family": family,
+        "M": int(task.n_clusters),
+        "K": int(k),
+        "seed": seed,
+        "n_points": int(len(task.train.y) + len(task.val.y)),
+        "oracle_match": found.oracle_match,  # vs the majority source of each cluster
+        "centroid_rule_match": centroid_match,
+        "test_accuracy": rep.get("test_accuracy"),
+        "n_trained": int(found.n_trained),
+        "trainings_by_phase": _by_phase(found.store),
+        "seconds": {
+            "task": round(t_task, 2),
+            "search": round(t_search, 2),
+            "em_iterations": round(iter_s, 2),
+            "init_and_finalise": round(t_search - iter_s, 2),
+            **{k2: round(v, 2) for k2, v in phases.items()},
+            "final_moe": round(t_final, 2),
+            "total": round(time.perf_counter() - t0, 2),
+        },
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "match_by_iteration": [r["oracle_match"] for r in found.trace],
+        "architectures": [a.key for a in found.architectures],
+        "assignment": [int(v) for v in found.assignment],
+        "oracle": None if oracle is None else [int(v) for v in np.asarray(oracle)],
+        "overrides": overrides,
+        "load": os.getloadavg(),
+    }
+    if keep_trace:
+        row["trace"] = found.trace
+        row["selection"] = found.selection
+    return row
+
+
+def _by_phase(store) -> dict:
+    out: dict[str, int] = {}
+    for obs in store.observations:
+        out[obs.phase] = out.get(obs.phase, 0) + 1
+    return out
+
+
+def machine() -> dict:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+    }
+
+
+def load_results(path: Path) -> dict:
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"runs": [], "machine": machine(), "complete": False}
+
+
+def run_grid(args, overrides: dict) -> None:
+    path = Path(args.out)
+    data = load_results(path)
+    sizes = args.m if args.family == "toy" else args.k
+    plan = [(s, seed) for s in sizes for seed in args.seeds]
+    data.setdefault("requested", []).append(
+        {"family": args.family, "sizes": sizes, "seeds": args.seeds, "overrides": overrides}
+    )
+    for size, seed in plan:
+        cmd = [sys.executable, __file__, "--one", args.family, str(size), str(seed)]
+        cmd += [f"--set={k}={v}" for k, v in overrides.items()]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            row = {"family": args.family, "size": size, "seed": seed, "error": proc.stderr[-500:]}
+        else:
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row["process_seconds"] = round(time.perf_counter() - t0, 2)
+        row["label"] = args.label
+        data = load_results(path)  # other invocations may have appended meanwhile
+        data["runs"].append(row)
+        data["machine"] = machine()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1))
+        print(
+            f"{args.family} size={size} seed={seed} match={row.get('oracle_match')} "
+            f"acc={row.get('test_accuracy')} trained={row.get('n_trained')} "
+            f"s={row['process_seconds']} load={os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--family", choices=("toy", "mixture"), default="toy")
+    p.add_argument("--m", type=int, nargs="+", default=[20, 40, 80, 160])
+    p.add_argument("--k", type=int, nargs="+", default=[2, 4, 8])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--set", action="append", default=[], help="search override key=value")
+    p.add_argument("--label", default="default")
+    p.add_argument("--out", default=str(OUT))
+    p.add_argument("--one", nargs=3, metavar=("FAMILY", "SIZE", "SEED"))
+    p.add_argument("--trace", action="store_true", help="with --one: keep the full trace")
+    p.add_argument("--plot", action="store_true")
+    args = p.parse_args()
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key] = _parse_value(value)
+    if args.one:
+        family, size, seed = args.one
+        row = one_run(family, int(size), int(seed), overrides, args.trace)
+        print(json.dumps(row))
+        return
+    if args.plot:
+        plot(Path(args.out))
+        return
+    run_grid(args, overrides)
+
+
+def plot(path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    data = load_results(path)
+    runs = [r for r in data["runs"] if "error" not in r]
+    labels = sorted({r["label"] for r in runs})
+    fig, axes = plt.subplots(2, 3, figsize=(14, 8))
+    lines = [
+        "| family | label | M | K | seeds | oracle 1.0 | mean match | mean acc | "
+        "mean trainings | mean search s | peak MB |",
+        "|" + "---|" * 11,
+    ]
+    for row_i, (family, xkey) in enumerate((("toy", "M"), ("mixture", "K"))):
+        for label in labels:
+            sel = [r for r in runs if r["family"] == family and r["label"] == label]
+            xs = sorted({r[xkey] for r in sel})
+            if not xs:
+                continue
+            stats = []
+            for x in xs:
+                group = [r for r in sel if r[xkey] == x]
+                stats.append(
+                    (
+                        np.mean([r["oracle_match"] == 1.0 for r in group]),
+                        np.mean([r["test_accuracy"] for r in group]),
+                        np.mean([r["n_trained"] for r in group]),
+                        np.mean([r["seconds"]["search"] for r in group]),
+                    )
+                )
+                g = group
+                lines.append(
+                    f"| {family} | {label} | {g[0]['M']} | {g[0]['K']} | "
+                    f"{sorted(r['seed'] for r in g)} | {sum(r['oracle_match'] == 1.0 for r in g)}"
+                    f"/{len(g)} | {np.mean([r['oracle_match'] for r in g]):.2f} | "
+                    f"{np.mean([r['test_accuracy'] for r in g]):.3f} | "
+                    f"{np.mean([r['n_trained'] for r in g]):.0f} | "
+                    f"{np.mean([r['seconds']['search'] for r in g]):.0f} | "
+                    f"{max(r['peak_rss_mb'] for r in g):.0f} |"
+                )
+            s = np.array(stats)
+            axes[row_i, 0].plot(xs, s[:, 0], "o-", label=f"{label} (oracle 1.0 rate)")
+            axes[row_i, 0].plot(xs, s[:, 1], "s--", label=f"{label} (test acc)")
+            axes[row_i, 1].plot(xs, s[:, 2], "o-", label=label)
+            axes[row_i, 2].plot(xs, s[:, 3], "o-", label=label)
+        for ax, title in zip(axes[row_i], ("quality", "trainings", "search seconds"), strict=True):
+            ax.set_title(f"{family}: {title} vs {xkey}")
+            ax.set_xlabel(xkey)
+            ax.legend(fontsize=7)
+            if xkey == "M":
+                ax.set_xscale("log", base=2)
+    fig.tight_layout()
+    fig.savefig(path.with_suffix(".png"), dpi=100)
+    md = path.with_suffix(".md")
+    md.write_text(
+        "# Scaling benchmark (partial unless stated)\n\n"
+        f"Machine: {data['machine']}\n\n" + "\n".join(lines) + "\n"
+    )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
