@@ -77,6 +77,25 @@ def test_finished_run_is_reused_not_recomputed(smoke_run) -> None:
     assert again["routing"] == first["routing"]
 
 
+def test_typed_run_config_is_the_same_run(smoke_run) -> None:
+    """A `RunConfig` (typed, validated) names the same run as the mapping `sgem run` wrote:
+    its config.yaml text and store fingerprint are unchanged, so the finished run is reused."""
+    import yaml
+
+    from sgem.pipeline import run_config
+    from sgem.runconfig import config_fingerprint, load_run_config
+    from sgem.rundir import RunDirectory
+
+    out, first = smoke_run
+    cfg = load_run_config("toy", SMOKE, seed=3)
+    stored = RunDirectory(out).read_config()["run"]
+    assert cfg.to_dict() == stored
+    assert yaml.safe_dump(cfg.to_dict(), sort_keys=False) == yaml.safe_dump(stored, sort_keys=False)
+    assert cfg.fingerprint == config_fingerprint(stored)
+    again = run_config(cfg, out, progress=False)
+    assert again["reused"] is True and again["routing"] == first["routing"]
+
+
 def test_directory_with_a_different_run_is_refused(smoke_run) -> None:
     out, _ = smoke_run
     with pytest.raises(RunDirectoryError, match=r"different run.*seed"):
