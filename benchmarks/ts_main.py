@@ -182,12 +182,35 @@ def build_task(task_cfg: dict, domains: dict, seed: int):
     return task
 
 
-def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservations]:
+def run_sgem(
+    task, cfg: dict, seed: int, device: str, lengths: list[str] | None = None
+) -> tuple[dict[str, dict], RunObservations]:
+    """One SGEM search, then the final MoE for each final length (the search does not
+    depend on it): {length: row} and the search's observations."""
     start = time.perf_counter()
     space = build_space(cfg["space"])
     search_cfg = SearchConfig.from_dict(cfg["search"])
     search = SGEM(space, search_cfg, seed=seed, progress=False, device=device)
     found = search.fit(task)
+    search_end = time.perf_counter()
+    rows = {}
+    for length in lengths or [cfg["final_length"]]:
+        t0 = time.perf_counter()
+        rows[length] = _sgem_row(task, cfg, seed, search, found, length)
+        rows[length]["seconds"] = round(search_end - start + time.perf_counter() - t0, 3)
+    store = found.store
+    obs = RunObservations(
+        list(store.archs),
+        store.masks.astype(bool),
+        store.losses,
+        np.asarray(task.oracle_partition),
+        list(task.meta["domain_names"]),
+    )
+    return rows, obs
+
+
+def _sgem_row(task, cfg: dict, seed: int, search, found, length: str) -> dict:
+    search_cfg = SearchConfig.from_dict(cfg["search"])
     _, report = train_final_moe(
         task,
         search.trainer_,
@@ -197,7 +220,7 @@ def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservat
         seed=seed,
         epochs=cfg["final_epochs"],
         crps_samples=cfg["crps_samples"],
-        length=cfg["final_length"],
+        length=length,
     )
     moe = report.to_json()
     names = task.meta["domain_names"]
@@ -213,7 +236,6 @@ def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservat
         "n_trained": found.n_trained,
         "uses_domain_labels": False,
         "search_seconds": round(found.seconds, 3),
-        "seconds": round(time.perf_counter() - start, 3),
         "steps": moe["steps"],
     }
     if "final_length" in moe:
@@ -221,16 +243,7 @@ def run_sgem(task, cfg: dict, seed: int, device: str) -> tuple[dict, RunObservat
             None if f is None else {k: v for k, v in f.items() if k != "curve"}
             for f in moe["final_length"]
         ]
-    row |= forecast_fields(task, moe.get("forecast"))
-    store = found.store
-    obs = RunObservations(
-        list(store.archs),
-        store.masks.astype(bool),
-        store.losses,
-        np.asarray(task.oracle_partition),
-        list(names),
-    )
-    return row, obs
+    return row | forecast_fields(task, moe.get("forecast"))
 
 
 def add_relative(rows: list[dict], references: dict) -> None:
@@ -480,9 +493,12 @@ def main() -> None:
     p.add_argument(
         "--final-length",
         choices=FINAL_LENGTHS,
-        default="fixed",
+        nargs="+",
+        default=["fixed"],
         help="final training length of SGEM and every baseline: the preset's (fixed) or "
-        "chosen on validation, then retrained on train + validation (validation)",
+        "chosen on validation, then retrained on train + validation (validation). Several: "
+        "one search per method and seed, the final training once per length, one output "
+        "file per length (<tag>-<length>)",
     )
     p.add_argument("--note", default=None, help="a note for the table (e.g. machine load)")
     p.add_argument("--device", default=None, help="cpu, cuda or auto (default: the preset's)")
@@ -519,15 +535,18 @@ def main() -> None:
     tag = args.tag or args.scale
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"ts_main_{tag}.json", out_dir / f"ts_main_{tag}.md"
-    ops_path = out_dir / f"ts_ops_{tag}.md"
-    rows: list[dict] = []
+    lengths = list(dict.fromkeys(args.final_length))
+    tags = {L: tag if len(lengths) == 1 else f"{tag}-{L}" for L in lengths}
+    cfgs = {L: {**cfg, "final_length": L} for L in lengths}
+    rows: dict[str, list[dict]] = {L: [] for L in lengths}
     references: dict = {}
-    if args.resume and json_path.exists():
-        saved = json.loads(json_path.read_text())
-        rows = saved["rows"]
-        references = {int(k): v for k, v in saved.get("references", {}).items()}
-    done = {(r["seed"], r["method"]) for r in rows}
+    for L in lengths:
+        path = out_dir / f"ts_main_{tags[L]}.json"
+        if args.resume and path.exists():
+            saved = json.loads(path.read_text())
+            rows[L] = saved["rows"]
+            references |= {int(k): v for k, v in saved.get("references", {}).items()}
+    done = {L: {(r["seed"], r["method"]) for r in rows[L]} for L in lengths}
     domains = load_task_domains(cfg["task"])
     search_cfg = SearchConfig.from_dict(cfg["search"])
     space = build_space(cfg["space"])
@@ -535,23 +554,25 @@ def main() -> None:
     task_summary = ""
     t_start = time.perf_counter()
 
-    def save() -> dict:
-        add_relative(rows, references)
-        summary = summarise(rows)
-        comparisons = paired(rows) if any(r["method"] == "sgem" for r in rows) else {}
+    def save(length: str) -> dict:
+        mine = rows[length]
+        add_relative(mine, references)
+        summary = summarise(mine)
+        comparisons = paired(mine) if any(r["method"] == "sgem" for r in mine) else {}
         meta = {
             "scale": args.scale,
-            "tag": tag,
+            "tag": tags[length],
             "seeds": args.seeds,
             "methods": args.methods,
-            "config": cfg,
+            "config": cfgs[length],
             "device": device,
             "torch_threads": args.threads,
             "task_summary": task_summary,
             "domains": list(domains),
             "frequencies": [d.frequency for d in domains.values()],
             "mase_seasons": [seasonality(d.frequency) for d in domains.values()],
-            "final_length": args.final_length,
+            "final_length": length,
+            "run_with_lengths": lengths,
             "reference": REFERENCE,
             "note": args.note,
             "wall_seconds": round(time.perf_counter() - t_start, 1),
@@ -566,11 +587,20 @@ def main() -> None:
             "summary": summary,
             "comparisons": comparisons,
             "references": {str(k): v for k, v in references.items()},
-            "rows": rows,
+            "rows": mine,
         }
-        json_path.write_text(json.dumps(data, indent=1))
-        md_path.write_text(markdown(summary, meta, comparisons))
+        (out_dir / f"ts_main_{tags[length]}.json").write_text(json.dumps(data, indent=1))
+        (out_dir / f"ts_main_{tags[length]}.md").write_text(markdown(summary, meta, comparisons))
         return summary
+
+    def report(method: str, length: str, row: dict, t0: float) -> None:
+        print(
+            f"  {method:15s} [{length}] NLL {row['test_nll']:.4f}  CRPS {row['test_crps']:.4f}  "
+            f"MASE rel {row.get('rel_mase')}  wQL rel {row.get('rel_wql')}  "
+            f"recovery {row.get('oracle_match')}  steps {row.get('steps')}  "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
 
     for seed in args.seeds:
         task = build_task(cfg["task"], domains, seed)
@@ -579,55 +609,64 @@ def main() -> None:
             f"{task.meta['mean_purity']:.3f}; K = {search_cfg.n_experts}"
         )
         print(f"seed {seed}: {task_summary}", flush=True)
-        setup = BaselineSetup(
-            space=space,
-            train=search_cfg.train,
-            n_experts=search_cfg.n_experts,
-            budget=cfg["budget"],
-            final_steps=search_cfg.final_steps,
-            final_epochs=cfg["final_epochs"],
-            final_length=args.final_length,
-            crps_samples=cfg["crps_samples"],
-            device=device,
-        )
+        cache: dict = {}  # searches that do not depend on the final length are shared
+        setups = {
+            L: BaselineSetup(
+                space=space,
+                train=search_cfg.train,
+                n_experts=search_cfg.n_experts,
+                budget=cfg["budget"],
+                final_steps=search_cfg.final_steps,
+                final_epochs=cfg["final_epochs"],
+                final_length=L,
+                crps_samples=cfg["crps_samples"],
+                device=device,
+                cache=cache,
+            )
+            for L in lengths
+        }
         if seed not in references:  # the relative scores' reference (cheap, no training)
-            ref = get_baseline(REFERENCE).fit_evaluate(task, setup, seed)
+            ref = get_baseline(REFERENCE).fit_evaluate(task, setups[lengths[0]], seed)
             references[seed] = {
                 k: ref.get(k) for k in ("per_domain_test_mase", "per_domain_test_wql")
             }
         for method in args.methods:
-            if (seed, method) in done:
+            todo = [L for L in lengths if (seed, method) not in done[L]]
+            if not todo:
                 continue
             t0 = time.perf_counter()
             if method == "sgem":
-                row, obs = run_sgem(task, cfg, seed, device)
+                found_rows, obs = run_sgem(task, cfgs[todo[0]], seed, device, todo)
                 observations.append(obs)
-            else:
-                row = get_baseline(method).fit_evaluate(task, setup, seed)
-            row["seed"] = seed
-            rows.append(row)
-            save()
-            print(
-                f"  {method:15s} NLL {row['test_nll']:.4f}  CRPS {row['test_crps']:.4f}  "
-                f"MASE rel {row.get('rel_mase')}  wQL rel {row.get('rel_wql')}  "
-                f"recovery {row.get('oracle_match')}  steps {row.get('steps')}  "
-                f"{time.perf_counter() - t0:.0f} s",
-                flush=True,
+                for L in todo:
+                    found_rows[L]["seed"] = seed
+                    rows[L].append(found_rows[L])
+                    save(L)
+                    report(method, L, found_rows[L], t0)
+                continue
+            for L in todo:
+                t0 = time.perf_counter()
+                row = get_baseline(method).fit_evaluate(task, setups[L], seed)
+                row["seed"] = seed
+                rows[L].append(row)
+                save(L)
+                report(method, L, row, t0)
+    for L in lengths:
+        summary = save(L)
+        json_path = out_dir / f"ts_main_{tags[L]}.json"
+        md_path = json_path.with_suffix(".md")
+        if observations:
+            table = op_effects(observations, ops=list(cfg["space"]["ops"]), n_bootstrap=1000)
+            (out_dir / f"ts_ops_{tags[L]}.md").write_text(
+                f"# Table ts_ops ({tags[L]}): operation effects from the SGEM runs' "
+                "observations\n\n" + format_op_table(table) + "\n"
             )
-    summary = save()
-    if observations:
-        table = op_effects(observations, ops=list(cfg["space"]["ops"]), n_bootstrap=1000)
-        ops_path.write_text(
-            f"# Table ts_ops ({tag}): operation effects from the SGEM runs' observations\n\n"
-            + format_op_table(table)
-            + "\n"
-        )
-        data = json.loads(json_path.read_text())
-        data["op_effects"] = table
-        json_path.write_text(json.dumps(data, indent=1))
-    print(md_path.read_text())
-    for m, e in summary.items():
-        print(m, e.get("test_nll"))
+            data = json.loads(json_path.read_text())
+            data["op_effects"] = table
+            json_path.write_text(json.dumps(data, indent=1))
+        print(md_path.read_text())
+        for m, e in summary.items():
+            print(m, e.get("test_nll"))
 
 
 if __name__ == "__main__":
