@@ -208,3 +208,13 @@ def test_experts_auto_picks_k_on_validation(table, tmp_path) -> None:
     ).is_file()
     with pytest.raises(SgemUserError, match="'auto'"):
         sgem.fit(table, target="label", n_experts="many", out=tmp_path / "x", progress=False)
+
+
+def test_budget_plan_shortens_candidates_when_even_the_smallest_search_is_too_long() -> None:
+    from sgem.budget import MIN_STEP_FRACTION, apply_plan
+
+    cfg = SearchConfig()
+    tight, plan = plan_search(cfg, seconds=5, candidate_seconds=0.5, final_factor=2)
+    assert tight.n_iterations == 1 and tight.train.steps < cfg.train.steps
+    assert tight.train.steps >= int(MIN_STEP_FRACTION * cfg.train.steps)
+    assert apply_plan(cfg, plan) == tight

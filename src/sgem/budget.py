@@ -4,8 +4,10 @@ The search's cost is mostly candidate trainings, and their count is set by the c
 (initial design, iterations, finalists, refit). A pilot times one candidate training on all
 clusters; the plan then keeps as many EM iterations (and as large an initial design) as the
 budget affords after reserving the final retrain, assuming the surrogate, routing and
-bookkeeping cost as much again as the trainings. The search additionally stops at the
-deadline (see `SGEM.fit(deadline=...)`), so a mis-estimate costs quality, never the model.
+bookkeeping cost as much again as the trainings. When even the smallest search (the
+minimal initial design, one iteration, the smallest finalisation) does not fit, candidates
+are trained for fewer steps (down to `MIN_STEP_FRACTION`). The search additionally stops
+at the deadline (see `SGEM.fit(deadline=...)`), so a mis-estimate costs quality, never the model.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from .random_streams import Stream, stream_rng
 from .search.config import SearchConfig
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: the shortest candidate training a tight budget may plan, as a fraction of the configured
+#: steps (below it candidates are too short to rank architectures at all)
+MIN_STEP_FRACTION = 0.2
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -76,7 +81,11 @@ def plan_search(
         finalisation = k * 2 + k * changes["refit_budget"]
         iterations = int((affordable - n_init - finalisation) // per_iteration)
     changes["n_iterations"] = int(np.clip(iterations, 1, cfg.n_iterations))
-    planned = dataclasses.replace(cfg, **changes)
+    needed = n_init + changes["n_iterations"] * per_iteration + finalisation
+    if affordable < needed:  # even the smallest search does not fit: train candidates shorter
+        fraction = max(MIN_STEP_FRACTION, affordable / needed)
+        changes["train_steps"] = max(1, int(cfg.train.steps * fraction))
+    planned = _apply(cfg, changes)
     plan = {
         "budget_seconds": round(seconds, 1),
         "candidate_seconds": round(candidate_seconds, 4),
@@ -87,4 +96,22 @@ def plan_search(
     return planned, plan
 
 
-__all__ = ["parse_duration", "pilot_seconds", "plan_search"]
+def _apply(cfg: SearchConfig, changes: dict) -> SearchConfig:
+    """`cfg` with a plan's changes (`train_steps` goes to the candidates' TrainConfig)."""
+    changes = dict(changes)
+    steps = changes.pop("train_steps", None)
+    planned = dataclasses.replace(cfg, **changes)
+    if steps is not None:
+        planned = dataclasses.replace(planned, train=dataclasses.replace(cfg.train, steps=steps))
+    return planned
+
+
+PLAN_KEYS = ("n_init", "n_iterations", "final_candidates", "finalist_budget", "refit_budget")
+
+
+def apply_plan(cfg: SearchConfig, plan: dict) -> SearchConfig:
+    """The search config a saved plan (budget_plan.json) describes."""
+    return _apply(cfg, {k: plan[k] for k in (*PLAN_KEYS, "train_steps") if k in plan})
+
+
+__all__ = ["apply_plan", "parse_duration", "pilot_seconds", "plan_search"]

@@ -296,9 +296,8 @@ def _budget_plan(
 ) -> tuple[SearchConfig, dict]:
     """The search config planned to the run's time budget. The plan is written once and
     reused on resume, so a resumed run searches exactly what the original planned."""
-    from dataclasses import replace
 
-    from .budget import pilot_seconds, plan_search
+    from .budget import apply_plan, pilot_seconds, plan_search
     from .train.trainer import Trainer
 
     assert cfg.seed is not None and cfg.time_budget is not None
@@ -318,9 +317,8 @@ def _budget_plan(
         seconds = float(cfg.time_budget) - (time.perf_counter() - start)
         _, plan = plan_search(search_cfg, seconds, t, final)
         file.write_text(json.dumps(plan, indent=1))
-    keys = ("n_init", "n_iterations", "final_candidates", "finalist_budget", "refit_budget")
     plan["_started"] = time.perf_counter()  # this process's clock: a resume gets a new budget
-    return replace(search_cfg, **{k: plan[k] for k in keys if k in plan}), plan
+    return apply_plan(search_cfg, plan), plan
 
 
 def _result_json(
