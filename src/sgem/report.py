@@ -143,9 +143,18 @@ def draw_run_figures(
 ) -> None:
     """A finished run's figures in its directory: convergence.png, routing.png for a 2-D
     task, cluster_representatives.png for an image task (never fails the run)."""
-    plot_convergence(found.trace, rundir.file("convergence.png"), title=f"SGEM, seed {seed}")
+    if found.trace:  # a time budget may end the search before its first iteration
+        _never_fail(
+            rundir,
+            plot_convergence,
+            found.trace,
+            rundir.file("convergence.png"),
+            title=f"SGEM, seed {seed}",
+        )
     if task.input_shape == (2,):
-        plot_routing_2d(
+        _never_fail(
+            rundir,
+            plot_routing_2d,
             task,
             found.assignment,
             rundir.file("routing.png"),
@@ -153,9 +162,14 @@ def draw_run_figures(
             title=f"SGEM routing (seed {seed}, oracle match {found.oracle_match})",
         )
     if images:
-        try:
-            from .report_images import plot_run_representatives
+        from .report_images import plot_run_representatives
 
-            plot_run_representatives(rundir.path, task=task)
-        except Exception as exc:  # a figure must never fail a finished run
-            log.warning("could not draw the cluster representatives of %s: %s", rundir.path, exc)
+        _never_fail(rundir, plot_run_representatives, rundir.path, task=task)
+
+
+def _never_fail(rundir: RunDirectory, draw, *args, **kwargs) -> None:
+    """Draw a figure; a figure must never fail a finished run (a warning instead)."""
+    try:
+        draw(*args, **kwargs)
+    except Exception as exc:
+        log.warning("could not draw %s for %s: %s", draw.__name__, rundir.path, exc)
