@@ -15,7 +15,7 @@ Results are appended to the JSON after every run, so a partial grid is saved as 
 
     python benchmarks/scaling.py --family toy --m 20 40 80 --seeds 0 1 2
     python benchmarks/scaling.py --family mixture --k 4 --seeds 0 1 2
-    python benchmarks/scaling.py --plot          # the plot and markdown table from the JSON
+    python benchmarks/scaling.py --plot  # plot + markdown table from every results/scaling*.json
     python benchmarks/scaling.py --one toy 80 0  # one run in this process (prints JSON)
 
 Search settings: the `toy` preset's search section, with `--set key=value` overrides
@@ -223,8 +223,12 @@ def plot(path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    data = load_results(path)
-    runs = [r for r in data["runs"] if "error" not in r]
+    files = sorted(path.parent.glob("scaling*.json"))
+    runs, machines = [], []
+    for f in files:
+        data = load_results(f)
+        runs += [r for r in data["runs"] if "error" not in r]
+        machines.append(f"{f.name}: {data['machine']}")
     labels = sorted({r["label"] for r in runs})
     fig, axes = plt.subplots(2, 3, figsize=(14, 8))
     lines = [
@@ -271,11 +275,16 @@ def plot(path: Path) -> None:
             if xkey == "M":
                 ax.set_xscale("log", base=2)
     fig.tight_layout()
-    fig.savefig(path.with_suffix(".png"), dpi=100)
-    md = path.with_suffix(".md")
-    md.write_text(
-        "# Scaling benchmark (partial unless stated)\n\n"
-        f"Machine: {data['machine']}\n\n" + "\n".join(lines) + "\n"
+    out = path.parent / "scaling"
+    fig.savefig(out.with_suffix(".png"), dpi=100)
+    out.with_suffix(".md").write_text(
+        "# Scaling benchmark: partial grid (what the time allowed)\n\n"
+        "oracle 1.0 = runs whose partition equals the oracle (toy: majority source per "
+        "cluster; see `make_toy_task(oracle=...)`).\n\n"
+        + "\n".join(lines)
+        + "\n\nMachines (uptime at the last saved run):\n\n"
+        + "\n".join(f"- {m}" for m in machines)
+        + "\n"
     )
     print("\n".join(lines))
 

@@ -82,7 +82,7 @@ def test_toy_centroid_rule_mislabels_tail_clusters_at_large_m() -> None:
 
 
 def test_init_masks_option_is_validated() -> None:
-    assert SearchConfig().init_masks == "random"
+    assert SearchConfig().init_masks == "auto"
     assert SearchConfig(init_masks="geometric").init_masks == "geometric"
     with pytest.raises(SgemUserError, match="init_masks"):
         SearchConfig(init_masks="balls")

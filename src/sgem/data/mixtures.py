@@ -1,7 +1,7 @@
 """Scaling mixtures: K groups of 2-D clouds that want different operations.
 
 A generalisation of the toy task (`sgem.data.toy`) to more groups and experts. Group g is a
-cloud centred on a circle (adjacent centres ~9 apart, like the toy's two clouds) with its
+cloud centred on a circle (adjacent centres 12 apart, clear of each other) with its
 own pair of classes (2g, 2g + 1) and a labelling rule that cycles through three kinds:
 
 * ``linear``: which side of a line through the centre (random direction): a linear map;
@@ -25,7 +25,7 @@ from .task import ClusteredTask
 KINDS = ("linear", "ring", "parabola")
 
 
-def group_layout(n_groups: int, spacing: float = 9.0) -> np.ndarray:
+def group_layout(n_groups: int, spacing: float = 12.0) -> np.ndarray:
     """Centres of `n_groups` clouds on a circle with `spacing` between neighbours."""
     if n_groups < 1:
         raise ValueError(f"n_groups must be >= 1, got {n_groups}")

@@ -27,7 +27,7 @@ class SearchConfig:
     # initial masks: "random" subsets (the paper), "geometric" balls of nearest clusters in
     # centroid space (near-pure masks at large M), or "auto": geometric when M >
     # `geometric_above` and the task has centroids, random otherwise
-    init_masks: str = "random"
+    init_masks: str = "auto"
     geometric_above: int = 40
     pool_size: int = 200  # fresh architectures scored per expert per M-step
     mc_masks: int = 16  # Bernoulli masks averaged for u(alpha, r) (mask extension)
