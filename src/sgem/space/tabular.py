@@ -202,6 +202,11 @@ class TabularSpace(CellSpace):
                     f"{task.train.y.shape}"
                 )
             return 3 * int(task.train.y.shape[1])
+        if task.loss != "cross_entropy":
+            raise ValueError(
+                f"a classifier head cannot fit loss {task.loss!r}: its output_size is the "
+                "number of classes. Use TabularSpace(head='student_t') for regression targets."
+            )
         return int(task.n_classes)
 
     def build(
