@@ -86,6 +86,9 @@ def test_init_masks_option_is_validated() -> None:
     assert SearchConfig(init_masks="geometric").init_masks == "geometric"
     with pytest.raises(SgemUserError, match="init_masks"):
         SearchConfig(init_masks="balls")
+    assert SearchConfig().geometric_jumps is False
+    with pytest.raises(SgemUserError, match="geometric_jumps"):
+        SearchConfig(geometric_jumps="yes")
     with pytest.raises(SgemUserError, match="geometric_above"):
         SearchConfig(geometric_above=0)
 

@@ -217,3 +217,28 @@ def test_the_return_rule_picks_the_best_measured_finalist(space) -> None:
             region_value(o, region, sizes) for o in on_region
         )
         assert losses[k] is not None
+
+
+def test_geometric_jumps_propose_the_centroid_split_in_the_first_round_only(space) -> None:
+    """Coarse-to-fine: round one proposes K-means of the centroids, later rounds (and every
+    round without the option) the affinity grouping."""
+    from sgem.search.exploration import affinity_groups, align_labels, geometric_partition
+
+    centroids = np.array([[9.0, 0], [0, 0], [0.1, 0], [0.2, 0], [0.3, 0], [9.1, 0]])
+    split = (0, 1, 1, 1, 1, 0)
+    assert canonical_partition(geometric_partition(centroids, 2)) == split
+    a, b = _archs(space, 2)
+    current = np.array([0, 1, 0, 1, 0, 1])
+    for enabled in (True, False):
+        ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+        ledger.train([(a, _region(0, 1), "init"), (b, _region(2, 3, 4), "init")], 0)
+        cfg = SearchConfig(pool_size=4, explore_every=4, geometric_jumps=enabled)
+        explorer = Explorer(ledger, space, FlatModel(), FlatModel(), cfg, centroids=centroids)
+        rng = np.random.default_rng(0)
+        for t in (4, 8):
+            affinity = align_labels(affinity_groups(ledger.store.losses, 2, 10.0), current, 2)
+            record = explorer.jump([a, b], current, np.ones(M), rng, t=t)
+            if enabled and t == 4:
+                assert canonical_partition(record["proposal"]) == split
+            else:
+                assert record["proposal"] == affinity.tolist()

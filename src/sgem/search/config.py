@@ -43,6 +43,10 @@ class SearchConfig:
     jumps: bool = True
     explore_every: int = 4
     explore_groups: int = 4
+    # coarse-to-fine jumps: the first exploration round proposes the K-means partition of
+    # the cluster centroids (geometry: the coarse split), later rounds the affinity
+    # grouping (the loss-driven refinement); every proposal is accepted on measured J only
+    geometric_jumps: bool = False
     refit_budget: int = 16  # random architectures per expert in the final per-region refit
     final_candidates: int = 3  # visited partitions re-measured at the end (1 = final iterate)
     # random architectures (besides the incumbents) every finalist region is trained with;
@@ -87,6 +91,7 @@ class SearchConfig:
             "measure_incumbents",
             "explore",
             "jumps",
+            "geometric_jumps",
             "freeze_routing",
             "scalar_surrogate",
         ):

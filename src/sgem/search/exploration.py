@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.cluster import AgglomerativeClustering
+from sklearn.cluster import AgglomerativeClustering, KMeans
 
 from ..space.arch import Arch, CellSpace
 from ..surrogate.model import LossModel, Surrogate
@@ -53,6 +53,14 @@ def affinity_groups(losses: np.ndarray, n_groups: int, clip: float | None = None
     return model.fit_predict(distance).astype(np.int64)
 
 
+def geometric_partition(centroids: np.ndarray, n_groups: int, seed: int = 0) -> np.ndarray:
+    """K-means of the cluster centroids into `n_groups` (the coarse, geometry-only split)."""
+    centroids = np.asarray(centroids, dtype=np.float64).reshape(len(centroids), -1)
+    n_groups = int(min(max(n_groups, 1), len(centroids)))
+    model = KMeans(n_clusters=n_groups, n_init=10, random_state=seed)
+    return model.fit_predict(centroids).astype(np.int64)
+
+
 def align_labels(proposal: np.ndarray, current: np.ndarray, n_experts: int) -> np.ndarray:
     """Relabel a proposed partition so that its regions overlap most with the current
     experts' regions (Hungarian), keeping each expert's incumbent architecture meaningful."""
@@ -86,8 +94,12 @@ class Explorer:
         surrogate: Surrogate,
         u: LossModel,
         config: SearchConfig,
+        centroids: np.ndarray | None = None,
     ) -> None:
         self.ledger = ledger
+        self.centroids = None if centroids is None else np.asarray(centroids, dtype=np.float64)
+        self.geometric_jumps = config.geometric_jumps
+        self.explore_every = config.explore_every
         self.space = space
         self.surrogate = surrogate
         self.u = u
@@ -162,10 +174,15 @@ class Explorer:
         rng: np.random.Generator,
         t: int,
     ) -> dict:
-        """Propose the affinity grouping (labels aligned to the current experts) as a jump."""
-        groups = affinity_groups(
-            self.ledger.store.losses, self.n_experts, self.surrogate.clip_value_
-        )
+        """Propose the affinity grouping (labels aligned to the current experts) as a jump;
+        with `geometric_jumps`, the first proposal is the K-means split of the centroids."""
+        first_round = t <= self.explore_every  # a function of t: the same after a resume
+        if self.geometric_jumps and first_round and self.centroids is not None:
+            groups = geometric_partition(self.centroids, self.n_experts, self.ledger.seed)
+        else:
+            groups = affinity_groups(
+                self.ledger.store.losses, self.n_experts, self.surrogate.clip_value_
+            )
         proposal = align_labels(groups, assignment, self.n_experts)
         return self.evaluate_jump(archs, assignment, proposal, sizes, rng, t)
 

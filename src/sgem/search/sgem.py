@@ -141,7 +141,7 @@ class SGEM:
         val_sizes: np.ndarray,
     ) -> SearchResult:
         cfg = self.config
-        self._setup(task.n_clusters, store, val_sizes)
+        self._setup(task.n_clusters, store, val_sizes, task.centroids)
         state = self.store_.latest_checkpoint(decode_checkpoint) if resume else None
         if state is None:
             logits, archs = self._initialise(task.n_clusters, rng, task.centroids)
@@ -206,7 +206,13 @@ class SGEM:
             selection=selection,
         )
 
-    def _setup(self, m: int, store: ObservationStore | None, val_sizes: np.ndarray) -> None:
+    def _setup(
+        self,
+        m: int,
+        store: ObservationStore | None,
+        val_sizes: np.ndarray,
+        centroids: np.ndarray | None = None,
+    ) -> None:
         cfg = self.config
         self.store_ = store if store is not None else ObservationStore(m)
         self.ledger_ = Ledger(self.store_, self.executor_, self.seed)
@@ -215,7 +221,11 @@ class SGEM:
         self.u_ = (
             ScalarReduced(self.surrogate_, val_sizes) if cfg.scalar_surrogate else self.surrogate_
         )
-        self.explorer_ = Explorer(self.ledger_, self.space, self.surrogate_, self.u_, cfg)
+        if centroids is not None and len(centroids) != m:
+            centroids = None
+        self.explorer_ = Explorer(
+            self.ledger_, self.space, self.surrogate_, self.u_, cfg, centroids=centroids
+        )
 
     def _initialise(
         self, m: int, rng: np.random.Generator, centroids: np.ndarray | None = None
