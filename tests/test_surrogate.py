@@ -11,6 +11,7 @@ from helpers import SMALL_SURROGATE, random_masks, synthetic_losses
 
 from sgem.space import Arch
 from sgem.surrogate import Surrogate, kendall_tau, lcb
+from sgem.surrogate.model import DTYPE
 
 
 def test_lcb_is_mean_minus_std():
@@ -150,9 +151,9 @@ def test_refit_counts_and_warm_start(tabular_space):
     assert not np.array_equal(first, s.predict(archs, masks))
 
 
-def test_float32_network_float64_predictions(learnt):
+def test_network_dtype_and_float64_predictions(learnt):
     s, _, archs, masks, _ = learnt
-    assert all(p.dtype == torch.float32 for p in s.net.parameters())
+    assert all(p.dtype == DTYPE for p in s.net.parameters())
     assert s.predict(archs[:3], masks[:3]).dtype == np.float64
     assert s.predict_mc(archs[:3], masks[:3], seed=0).dtype == np.float64
 
@@ -203,14 +204,15 @@ def test_cached_graph_embedding_follows_the_weights(tabular_space):
     assert not torch.equal(before, s.forward(adj, feats, b).detach())
 
 
-def test_float64_state_dicts_load(learnt, tabular_space):
-    """Checkpoints written by the float64 surrogate still restore."""
+def test_state_dicts_in_another_dtype_load(learnt, tabular_space):
+    """Checkpoints written with weights in another dtype still restore."""
     s, _, archs, masks, _ = learnt
     state = s.state_dict()
-    state["net"] = {k: v.double() for k, v in state["net"].items()}
+    other_dtype = torch.float64 if torch.float32 == DTYPE else torch.float32
+    state["net"] = {k: v.to(other_dtype) for k, v in state["net"].items()}
     other = Surrogate(tabular_space, s.n_clusters, s.config, seed=99)
     other.load_state_dict(state)
-    assert all(p.dtype == torch.float32 for p in other.net.parameters())
-    np.testing.assert_array_equal(
-        other.predict(archs[:5], masks[:5]), s.predict(archs[:5], masks[:5])
+    assert all(p.dtype == DTYPE for p in other.net.parameters())
+    np.testing.assert_allclose(
+        other.predict(archs[:5], masks[:5]), s.predict(archs[:5], masks[:5]), rtol=1e-5
     )
