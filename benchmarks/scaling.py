@@ -101,6 +101,7 @@ def one_run(family: str, size: int, seed: int, overrides: dict, keep_trace: bool
         centroid_match = partition_match(found.assignment, rule)
     row = {
         "family": family,
+        "size": size,  # the requested M (toy) or K (mixture); k-means may merge a cluster
         "M": int(task.n_clusters),
         "K": int(k),
         "seed": seed,
@@ -227,7 +228,12 @@ def plot(path: Path) -> None:
     runs, machines = [], []
     for f in files:
         data = load_results(f)
-        runs += [r for r in data["runs"] if "error" not in r]
+        for r in data["runs"]:
+            if "error" in r:
+                continue
+            if r["family"] == "toy":  # group by the requested M (a merged cluster: M - 1)
+                r["M"] = min((20, 40, 80, 160), key=lambda v: abs(v - r["M"]))
+            runs.append(r)
         machines.append(f"{f.name}: {data['machine']}")
     labels = sorted({r["label"] for r in runs})
     fig, axes = plt.subplots(2, 3, figsize=(14, 8))

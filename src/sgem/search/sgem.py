@@ -1,6 +1,9 @@
 """The SGEM loop (paper Algorithm 1), one step per module:
 
     initialise    random routing logits and incumbents, `n_init` random trainings (ledger)
+                  on random masks, or on balls of nearest clusters in centroid space when
+                  M > 40 (`init_masks`: random subsets of many clusters are almost never
+                  pure, and without near-pure observations the affinities are at chance)
     repeat T times:
       E-step      responsibilities q from the surrogate (objective.e_step)
       M-step R    a gradient step on the routing logits, kept only if J improves (routing)
