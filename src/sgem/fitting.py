@@ -138,7 +138,7 @@ def fit(
 
     if out is None:
         out = Path("runs") / f"fit-{Path(data).stem or 'data'}-seed{options.get('seed', 0)}"
-    execution = dict(
+    execution: dict[str, Any] = dict(
         progress=progress,
         executor=executor,
         workers=workers,
