@@ -212,18 +212,8 @@ def expert_length(
         model.train()
         return nll
 
-    best_step, best, done, curve = track_validation(step, val_loss, max_steps, every, rule.patience)
-    return LengthChoice(
-        best_step,
-        rule.refit_steps(best_step, len(x_train), len(x_val)),
-        best,
-        max_steps,
-        every,
-        len(x_train),
-        len(x_val),
-        done,
-        curve,
-    )
+    tracked = track_validation(step, val_loss, max_steps, every, rule.patience)
+    return _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
 
 
 def adam_length(
@@ -256,17 +246,21 @@ def adam_length(
         net.train()
         return nll
 
-    best_step, best, done, curve = track_validation(
-        lambda i: one_step(), val_loss, max_steps, every, rule.patience
-    )
+    tracked = track_validation(lambda i: one_step(), val_loss, max_steps, every, rule.patience)
+    return _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
+
+
+def _choice(rule, tracked: tuple, max_steps: int, every: int, n_train: int, n_val: int):
+    """The `LengthChoice` of a tracked validation curve (one place for both loops)."""
+    best_step, best, done, curve = tracked
     return LengthChoice(
         best_step,
-        rule.refit_steps(best_step, len(x_train), len(x_val)),
+        rule.refit_steps(best_step, n_train, n_val),
         best,
         max_steps,
         every,
-        len(x_train),
-        len(x_val),
+        n_train,
+        n_val,
         done,
         curve,
     )
