@@ -284,5 +284,6 @@ def test_task_from_a_directory_and_bad_split(tmp_path, domains):
 
 def test_too_few_clusters_left_after_merging(domains):
     two = {k: domains[k] for k in ("weather", "tourism_monthly")}
-    with pytest.raises(ValueError, match=r"only 2 of the 5 clusters kept validation windows"):
+    too_few = r"only 2 of the 5 k-means clusters kept training and validation windows"
+    with pytest.raises(ValueError, match=too_few):
         make_timeseries_task(two, n_windows=10, n_clusters=5)

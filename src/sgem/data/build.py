@@ -4,11 +4,11 @@ Every problem a user can fix (wrong shapes or lengths, NaN or values too large f
 labels that are not class ids, more clusters than samples, ...) raises `SgemUserError`
 with a message naming the problem and the fix, before any clustering or training.
 
-Cluster policy, shared with the forecasting and image builders: a k-means cluster that gets
-no training or no validation sample is merged (its centroid is dropped and every point is
-re-assigned to the nearest remaining centroid; see `merge_clusters_without_samples`), so the
-task may have fewer clusters than asked for. `meta["n_clusters_requested"]` and
-`meta["merged_clusters"]` record it; fewer than 3 clusters left is an error.
+Clustering is `sgem.data.clustering.cluster_splits`, shared with the forecasting and image
+builders, with its one policy: a k-means cluster that gets no training or no validation
+sample is merged into its neighbours, so the task may have fewer clusters than asked for.
+`meta["n_clusters_requested"]` and `meta["merged_clusters"]` record it; fewer than 3
+clusters left is an error.
 """
 
 from __future__ import annotations
@@ -19,13 +19,7 @@ import numbers
 import numpy as np
 
 from ..errors import SgemUserError
-from .clustering import (
-    assign_to_centroids,
-    cluster_purity,
-    fit_kmeans,
-    majority_source_partition,
-    merge_clusters_without_samples,
-)
+from .clustering import cluster_purity, cluster_splits, majority_source_partition
 from .task import MIN_CLUSTERS, ClusteredTask, LossKind, Split, bad_values_report
 
 LOSSES = ("cross_entropy", "student_t")
@@ -271,25 +265,19 @@ def build_task(
         parts["test"] = take(test_idx)
 
     centroids = None
+    clustered = None
     meta: dict = {}
     if n_clusters is not None:
-        centroids, train_clusters = fit_kmeans(parts["train"][0], n_clusters, seed=seed)
-        ids = {"train": train_clusters}
-        for split in ("val", "test"):
-            ids[split] = assign_to_centroids(parts[split][0], centroids)
-        # the policy of the forecasting and image builders: a cluster without training or
-        # validation samples is merged into its neighbours (nothing changes when none is)
         z = {s: parts[s][0].reshape(len(parts[s][0]), -1).astype(np.float64) for s in parts}
-        centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
-        if len(centroids) < MIN_CLUSTERS:
-            raise SgemUserError(
-                f"only {len(centroids)} of the {n_clusters} k-means clusters kept training and "
-                f"validation samples after merging ({n_val} validation samples); use fewer "
-                "clusters, more data, or a larger val_fraction"
-            )
-        meta["n_clusters_requested"] = int(n_clusters)
-        meta["merged_clusters"] = int(merged)
-        n_clusters = len(centroids)
+        sources = None
+        if source is not None:  # an explicit test set may come without sources
+            sources = {s: parts[s][2] for s in parts if parts[s][2] is not None}
+        fix = "use fewer clusters, more data, or a larger val_fraction"
+        clustered = cluster_splits(z, n_clusters, seed, source=sources, fix=fix)
+        ids, centroids = clustered.ids, clustered.centroids
+        meta["n_clusters_requested"] = clustered.n_requested
+        meta["merged_clusters"] = int(clustered.merged)
+        n_clusters = clustered.n_clusters
     else:
         n_clusters = int(own_clusters.max()) + 1
         ids = {split: parts[split][3] for split in parts}
@@ -303,10 +291,13 @@ def build_task(
     oracle = None
     train = make_split("train")
     if source is not None:
-        purity = cluster_purity(train.cluster, train.source, n_clusters)
+        if clustered is not None and clustered.purity is not None:
+            purity, oracle = clustered.purity, clustered.oracle_partition
+        else:  # the user's own cluster ids
+            purity = cluster_purity(train.cluster, train.source, n_clusters)
+            oracle = majority_source_partition(train.cluster, train.source, n_clusters)
         meta["purity_per_cluster"] = purity.round(4).tolist()
         meta["mean_purity"] = float(purity.mean())
-        oracle = majority_source_partition(train.cluster, train.source, n_clusters)
     return ClusteredTask(
         name=name,
         train=train,

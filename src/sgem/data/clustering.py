@@ -1,11 +1,24 @@
-"""Partitioning data into clusters, and measuring how well clusters align with sources."""
+"""Partitioning data into clusters, and measuring how well clusters align with sources.
+
+`cluster_splits` is the one clustering path of every task builder (tabular, image,
+forecasting): k-means on the training split only, nearest-centroid assignment of the other
+splits, then the one policy for clusters that cannot be searched over. That policy: a
+cluster left without training or without validation samples is merged (its centroid is
+dropped and every sample re-assigned to the nearest remaining centroid, emptiest first,
+`merge_clusters_without_samples`), so a task may have fewer clusters than requested; fewer
+than `MIN_CLUSTERS` left is a `SgemUserError`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.cluster import KMeans
 
 from ..errors import SgemUserError
+from .task import MIN_CLUSTERS
 
 
 def fit_kmeans(
@@ -39,7 +52,7 @@ def assign_to_centroids(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
 
 
 def merge_clusters_without_samples(
-    z: dict[str, np.ndarray],
+    z: Mapping[str, np.ndarray],
     centroids: np.ndarray,
     ids: dict[str, np.ndarray],
     required: tuple[str, ...] = ("train", "val"),
@@ -87,3 +100,71 @@ def majority_source_partition(
         if src.size:
             groups[m] = np.bincount(src).argmax()
     return groups
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterSplits:
+    """What `cluster_splits` found: the cluster id of every sample per split, and why M
+    may be smaller than requested.
+
+    `purity` (training split, per cluster) and `oracle_partition` (majority training
+    source per cluster) are None when no sources were given.
+    """
+
+    ids: dict[str, np.ndarray]
+    centroids: np.ndarray
+    n_requested: int
+    merged: int
+    source: dict[str, np.ndarray] | None = None
+    purity: np.ndarray | None = None
+    oracle_partition: np.ndarray | None = None
+
+    @property
+    def n_clusters(self) -> int:
+        """M after merging."""
+        return len(self.centroids)
+
+    def mean_purity(self, split: str) -> float | None:
+        """Mean purity over the clusters present in `split` (None without sources or samples)."""
+        if self.source is None:
+            return None
+        m = self.n_clusters
+        p = cluster_purity(self.ids[split], self.source[split], m)
+        present = np.bincount(self.ids[split], minlength=m) > 0
+        return float(p[present].mean()) if present.any() else None
+
+
+def cluster_splits(
+    z: Mapping[str, np.ndarray],
+    n_clusters: int,
+    seed: int,
+    *,
+    source: Mapping[str, np.ndarray] | None = None,
+    what: str = "samples",
+    fix: str = "use fewer clusters, more data, or a larger validation fraction",
+) -> ClusterSplits:
+    """Cluster the splits of `z` (features by split name, "train" and "val" required).
+
+    k-means (`fit_kmeans`, `seed`) sees the training split only; every other split goes to
+    the nearest centroid; clusters without training or validation samples are merged (the
+    module's policy). `source` (ids by split, optional) only feeds purity and the oracle
+    partition. `what` names the samples and `fix` the remedy in the error raised when fewer
+    than `MIN_CLUSTERS` clusters are left.
+    """
+    centroids, train_ids = fit_kmeans(z["train"], n_clusters, seed=seed)
+    ids = {s: assign_to_centroids(v, centroids) for s, v in z.items() if s != "train"}
+    ids = {"train": train_ids, **ids}
+    centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
+    m = len(centroids)
+    if m < MIN_CLUSTERS:
+        raise SgemUserError(
+            f"only {m} of the {n_clusters} k-means clusters kept training and validation "
+            f"{what} after merging ({len(z['val'])} validation {what}); {fix}"
+        )
+    purity = oracle = None
+    src = None
+    if source is not None:
+        src = dict(source)
+        purity = cluster_purity(ids["train"], src["train"], m)
+        oracle = majority_source_partition(ids["train"], src["train"], m)
+    return ClusterSplits(ids, centroids, int(n_clusters), merged, src, purity, oracle)

@@ -39,13 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .clustering import (
-    assign_to_centroids,
-    cluster_purity,
-    fit_kmeans,
-    majority_source_partition,
-    merge_clusters_without_samples,
-)
+from .clustering import cluster_splits
 from .embeddings import fit_embed, get_embedding
 from .image_mixture import ImageMixture, build_image_mixture, harmonise_images
 from .image_readers import (
@@ -61,7 +55,7 @@ from .image_readers import (
     read_svhn_mat,
 )
 from .image_sources import OFFLINE_IMAGE_DIR, PUBLISHERS, load_source
-from .task import MIN_CLUSTERS, ClusteredTask, Split
+from .task import ClusteredTask, Split
 
 __all__ = [
     "MNIST_IMAGES_MAGIC",
@@ -114,9 +108,9 @@ def make_image_task(
             images only.
         n_clusters: M. k-means (`fit_kmeans`) runs on the training embeddings only;
             validation and test images go to the nearest centroid. A cluster that gets no
-            validation image is merged into its neighbours (its centroid dropped, every
-            image re-assigned; `merge_clusters_without_samples`), so the task may have
-            fewer clusters; ``meta["merged_clusters"]`` says how many went.
+            training or validation image is merged into its neighbours (`cluster_splits`,
+            the policy of every builder), so the task may have fewer clusters;
+            ``meta["merged_clusters"]`` says how many went.
         split: train / validation / test fractions of a seeded random permutation.
         normalise: ``"unit"`` (default): pixels / 255, in [0, 1]; ``"standardise"``: per
             channel, minus the training mean, over the training std (both in `meta`).
@@ -160,20 +154,17 @@ def make_image_task(
         )
 
     z = fit_embed(embedding, x, train_idx)
-    centroids, train_clusters = fit_kmeans(z[train_idx], n_clusters, seed=seed)
-    clusters = {
-        "train": train_clusters,
-        "val": assign_to_centroids(z[val_idx], centroids),
-        "test": assign_to_centroids(z[test_idx], centroids),
-    }
-    by_split = {"train": z[train_idx], "val": z[val_idx], "test": z[test_idx]}
-    centroids, clusters, merged = merge_clusters_without_samples(by_split, centroids, clusters)
-    n_requested, n_clusters = n_clusters, len(centroids)
-    if n_clusters < MIN_CLUSTERS:
-        raise ValueError(
-            f"only {n_clusters} of the {n_requested} clusters kept validation images after "
-            "merging; use more images, fewer clusters or a larger validation fraction"
-        )
+    index = {"train": train_idx, "val": val_idx, "test": test_idx}
+    clustered = cluster_splits(
+        {part: z[idx] for part, idx in index.items()},
+        n_clusters,
+        seed,
+        source=None if source is None else {part: source[idx] for part, idx in index.items()},
+        what="images",
+        fix="use more images, fewer clusters or a larger validation fraction",
+    )
+    clusters, centroids, merged = clustered.ids, clustered.centroids, clustered.merged
+    n_requested, n_clusters = n_clusters, clustered.n_clusters
 
     meta: dict = {
         "layout": "NCHW",
@@ -206,16 +197,13 @@ def make_image_task(
         splits[part] = Split(to_float(idx), y[idx], clusters[part], src)
 
     oracle = None
-    if source is not None:
-        tr = splits["train"]
-        purity = cluster_purity(tr.cluster, tr.source, n_clusters)
+    if source is not None and clustered.purity is not None:
+        purity = clustered.purity
         meta["purity_per_cluster"] = purity.round(4).tolist()
         meta["mean_purity"] = float(purity.mean())
         for part in ("val", "test"):
-            p = cluster_purity(splits[part].cluster, splits[part].source, n_clusters)
-            present = np.bincount(splits[part].cluster, minlength=n_clusters) > 0
-            meta[f"{part}_mean_purity"] = float(p[present].mean()) if present.any() else None
-        oracle = majority_source_partition(tr.cluster, tr.source, n_clusters)
+            meta[f"{part}_mean_purity"] = clustered.mean_purity(part)
+        oracle = clustered.oracle_partition
         if source_names is not None:
             meta["source_names"] = list(source_names)
         meta["n_per_source"] = np.bincount(source).tolist()

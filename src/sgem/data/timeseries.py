@@ -27,14 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..random_streams import Stream, stream_rng
-from .clustering import (
-    assign_to_centroids,
-    cluster_purity,
-    fit_kmeans,
-    majority_source_partition,
-    merge_clusters_without_samples,
-)
-from .task import MIN_CLUSTERS, ClusteredTask, Split
+from .clustering import assign_to_centroids, cluster_splits
+from .task import ClusteredTask, Split
 from .ts_domains import (
     MONASH_FILES,
     MONASH_SOURCE,
@@ -144,10 +138,9 @@ def make_timeseries_task(
     Clustering: k-means on the standardised `clustering_features` (asinh of the
     `window_descriptors`) of the training windows only, standardised with the training
     windows' mean and std; validation and test windows go to the nearest centroid. A
-    cluster that gets no validation window is merged: its centroid is dropped and every
-    window re-assigned to the nearest remaining centroid, until each cluster has training
-    and validation windows. The task then has fewer than `n_clusters` clusters;
-    `meta["merged_clusters"]` says how many went.
+    cluster that gets no training or validation window is merged into its neighbours
+    (`cluster_splits`, the policy of every builder); the task then has fewer than
+    `n_clusters` clusters and `meta["merged_clusters"]` says how many went.
 
     `source` is the domain id (never shown to the search); `oracle_partition` labels each
     cluster with its majority domain. `meta` holds: domain_names, mean_purity,
@@ -173,22 +166,28 @@ def make_timeseries_task(
     desc = {s: clustering_features(w.context) for s, w in parts.items()}
     d_mean, d_std = _standardise(desc["train"])
     z = {s: (d - d_mean) / d_std for s, d in desc.items()}
-    centroids, train_ids = fit_kmeans(z["train"], n_clusters, seed=seed)
-    ids = {"train": train_ids, **{s: assign_to_centroids(z[s], centroids) for s in ("val", "test")}}
-    centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
-    m = len(centroids)
-    if m < MIN_CLUSTERS:
-        raise ValueError(
-            f"only {m} of the {n_clusters} clusters kept validation windows after merging; "
-            "use more windows (n_windows), fewer clusters, or a larger validation fraction"
-        )
+    clustered = cluster_splits(
+        z,
+        n_clusters,
+        seed,
+        source={s: w.source for s, w in parts.items()},
+        what="windows",
+        fix="use more windows (n_windows), fewer clusters, or a larger validation fraction",
+    )
+    ids, centroids, merged, m = (
+        clustered.ids,
+        clustered.centroids,
+        clustered.merged,
+        clustered.n_clusters,
+    )
 
     def make_split(s: str) -> Split:
         w = parts[s]
         return Split(w.context.astype(np.float32), w.target.astype(np.float32), ids[s], w.source)
 
     train = make_split("train")
-    purity = cluster_purity(train.cluster, train.source, m)
+    purity = clustered.purity
+    assert purity is not None  # the domains are the sources
     meta = {
         "domain_names": list(win.domain_names),
         "mean_purity": float(purity.mean()),
@@ -213,7 +212,7 @@ def make_timeseries_task(
         test=make_split("test"),
         n_clusters=m,
         loss="student_t",
-        oracle_partition=majority_source_partition(train.cluster, train.source, m),
+        oracle_partition=clustered.oracle_partition,
         centroids=None,  # the centroids live in descriptor space: meta["descriptor_centroids"]
         meta=meta,
     )

@@ -1,0 +1,62 @@
+"""`cluster_splits`, the one clustering path of the tabular, image and forecasting builders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgem.data.clustering import (
+    assign_to_centroids,
+    cluster_purity,
+    cluster_splits,
+    fit_kmeans,
+    majority_source_partition,
+    merge_clusters_without_samples,
+)
+from sgem.errors import SgemUserError
+
+
+def _splits(seed: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A big cloud and a far small one: some k-means clusters get no validation sample."""
+    rng = np.random.default_rng(seed)
+    z, src = {}, {}
+    for part, n in (("train", 80), ("val", 12), ("test", 12)):
+        far = 3 if part == "train" else 1
+        z[part] = np.concatenate([rng.normal(0, 1, (n, 3)), rng.normal(8, 0.1, (far, 3))])
+        src[part] = np.r_[np.zeros(n, np.int64), np.ones(far, np.int64)]
+    return z, src
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cluster_splits_is_fit_assign_merge_purity(seed):
+    """The same values as the sequence each builder used to run itself."""
+    z, src = _splits(seed)
+    got = cluster_splits(z, 14, seed, source=src)
+    centroids, train_ids = fit_kmeans(z["train"], 14, seed=seed)
+    ids = {"train": train_ids, **{s: assign_to_centroids(z[s], centroids) for s in ("val", "test")}}
+    centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
+    m = len(centroids)
+    assert got.merged == merged and got.n_clusters == m and got.n_requested == 14
+    np.testing.assert_array_equal(got.centroids, centroids)
+    for part in z:
+        np.testing.assert_array_equal(got.ids[part], ids[part])
+    np.testing.assert_array_equal(got.purity, cluster_purity(ids["train"], src["train"], m))
+    np.testing.assert_array_equal(
+        got.oracle_partition, majority_source_partition(ids["train"], src["train"], m)
+    )
+    # the policy: every cluster left has training and validation samples
+    for part in ("train", "val"):
+        assert (np.bincount(got.ids[part], minlength=m) > 0).all()
+
+
+def test_cluster_splits_without_sources_and_too_few_left():
+    z, _ = _splits(0)
+    got = cluster_splits(z, 5, 0)
+    assert got.purity is None and got.oracle_partition is None and got.mean_purity("val") is None
+    tiny = {"train": z["train"], "val": z["val"][:2], "test": z["test"]}
+    with pytest.raises(
+        SgemUserError,
+        match=r"only 2 of the 6 k-means clusters kept training and "
+        r"validation windows after merging \(2 validation windows\); fix it",
+    ):
+        cluster_splits(tiny, 6, 0, what="windows", fix="fix it")
