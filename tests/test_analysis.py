@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
+import stat
 
 import numpy as np
 import pytest
@@ -76,16 +79,22 @@ def test_bad_input_is_refused():
         op_effects([])
 
 
-def test_load_run_reads_a_run_directory_and_the_cli_prints_the_table(tmp_path, capsys):
-    run = planted(80)
-    store = ObservationStore(M, tmp_path / "store.sqlite")
+def _write_run(path, run: RunObservations) -> None:
+    """A finished run directory's files for `ops`: the store (one training repeated) and
+    result.json."""
+    store = ObservationStore(M, path / "store.sqlite")
     for i, (a, m, loss) in enumerate(zip(run.archs, run.masks, run.losses, strict=True)):
         store.add(Observation(a, m, loss, 0.1, i, "init", 0))
     store.add(Observation(run.archs[1], run.masks[1], run.losses[1], 0.1, 1, "init", 0))
     store.close()
-    (tmp_path / "result.json").write_text(
+    (path / "result.json").write_text(
         json.dumps({"oracle_partition": DOMAIN.tolist(), "domain_names": ["a", "b"]})
     )
+
+
+def test_load_run_reads_a_run_directory_and_the_cli_prints_the_table(tmp_path, capsys):
+    run = planted(80)
+    _write_run(tmp_path, run)
     loaded = load_run(tmp_path)
     distinct = {(a.dumps(), m.tobytes()) for a, m in zip(run.archs, run.masks, strict=True)}
     assert len(loaded.archs) == len(distinct)
@@ -95,3 +104,38 @@ def test_load_run_reads_a_run_directory_and_the_cli_prints_the_table(tmp_path, c
     (tmp_path / "result.json").write_text(json.dumps({"oracle_partition": None}))
     assert main(["ops", str(tmp_path)]) == 2
     assert "no oracle partition" in capsys.readouterr().err
+
+
+def test_ops_reads_a_read_only_run_directory_without_touching_it(tmp_path, capsys, monkeypatch):
+    """Files 0444, folder 0555. Root ignores permissions, so the test also checks that the
+    store is opened read-only: every SQLite connection is a `mode=ro` URI, no
+    -wal/-shm/-journal appears, and the file's bytes and mtime are unchanged."""
+    opened = []
+    real_connect = sqlite3.connect
+
+    def spy(database, *args, **kwargs):
+        opened.append((str(database), kwargs.get("uri", False)))
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", spy)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    _write_run(run_dir, planted(40))
+    files = sorted(os.listdir(run_dir))
+    assert files == ["result.json", "store.sqlite"]
+    store = run_dir / "store.sqlite"
+    before = store.read_bytes(), store.stat().st_mtime_ns
+    for name in files:
+        (run_dir / name).chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    run_dir.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH)
+    try:
+        opened.clear()
+        assert main(["ops", str(run_dir), "--bootstrap", "20"]) == 0
+        assert "| gru |" in capsys.readouterr().out
+        assert opened and all(uri and "mode=ro" in db for db, uri in opened), opened
+        assert sorted(os.listdir(run_dir)) == files
+        assert (store.read_bytes(), store.stat().st_mtime_ns) == before
+    finally:
+        run_dir.chmod(stat.S_IRWXU)
+        for name in os.listdir(run_dir):
+            (run_dir / name).chmod(stat.S_IRUSR | stat.S_IWUSR)

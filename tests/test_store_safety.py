@@ -23,10 +23,12 @@ from sgem.search.checkpoint import decode_checkpoint, encode_checkpoint
 from sgem.space import TabularSpace
 from sgem.store import (
     SCHEMA_VERSION,
+    Observation,
     ObservationStore,
     StoreError,
     _classify,
     check_store_present,
+    read_completed,
 )
 from sgem.surrogate import Surrogate
 
@@ -101,6 +103,8 @@ def test_an_old_pickling_store_is_refused_by_its_schema_version(tmp_path) -> Non
     with pytest.raises(StoreError, match="schema version 1") as info:
         _store(path)
     assert "fresh" in str(info.value) and "pickled" in str(info.value)
+    with pytest.raises(StoreError, match="schema version 1"):
+        read_completed(path)  # the read-only reader checks the version the same way
     assert not marker.exists()
 
 
@@ -286,3 +290,56 @@ def test_a_missing_or_empty_store_is_refused_where_work_was_recorded(tmp_path) -
     _store(path).close()  # a real store passes
     check_store_present(path)
     ObservationStore(M, path, fingerprint="abc", must_exist=True).close()
+
+
+# -- the read-only reader (analysis of finished runs) -----------------------------------------
+def _observation(space: TabularSpace, rng: np.random.Generator, seed: int) -> Observation:
+    mask = np.array([True, seed % 2 == 0, True, False])
+    return Observation(space.sample(rng), mask, rng.random(M), 0.1, seed, "init", 0)
+
+
+def test_read_completed_reads_a_closed_store_without_writing(tmp_path) -> None:
+    space, rng = TabularSpace(), np.random.default_rng(0)
+    store = _store(tmp_path / "store.sqlite")
+    written = [_observation(space, rng, i) for i in range(5)]
+    for obs in written:
+        store.add(obs)
+    store.add(written[2])  # a reused training counts once
+    store.close()
+    before = sorted(os.listdir(tmp_path)), (tmp_path / "store.sqlite").read_bytes()
+    got = read_completed(tmp_path / "store.sqlite", M)
+    assert [o.key for o in got] == [o.key for o in written]
+    np.testing.assert_array_equal(got[3].losses, written[3].losses)
+    assert (sorted(os.listdir(tmp_path)), (tmp_path / "store.sqlite").read_bytes()) == before
+    with pytest.raises(StoreError, match="written for 4 clusters, this run has 5"):
+        read_completed(tmp_path / "store.sqlite", 5)
+    with pytest.raises(StoreError, match="does not exist"):
+        read_completed(tmp_path / "nothing.sqlite")
+    assert not (tmp_path / "nothing.sqlite").exists()
+
+
+def test_read_completed_sees_what_a_live_writer_committed(tmp_path) -> None:
+    """Rows still in the writer's WAL (a running or killed search) are read too."""
+    space, rng = TabularSpace(), np.random.default_rng(1)
+    store = _store(tmp_path / "store.sqlite")
+    try:
+        for i in range(3):
+            store.add(_observation(space, rng, i))
+        assert (tmp_path / "store.sqlite-wal").stat().st_size > 0
+        assert len(read_completed(tmp_path / "store.sqlite", M)) == 3
+    finally:
+        store.close()
+
+
+def test_read_completed_refuses_other_versions_and_non_stores(tmp_path) -> None:
+    path = tmp_path / "store.sqlite"
+    _store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99"):
+        read_completed(path)
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE other (x INTEGER)")
+    with pytest.raises(StoreError, match="not an sgem observation store"):
+        read_completed(other)

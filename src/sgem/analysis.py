@@ -19,10 +19,10 @@ cost. The analysis (`op_effects`):
 6. the architecture spread per domain: from the store, the std over distinct
    architectures of their mean in-mask loss on the domain (`spread_from_observations`);
    the paper's row (std of the real region NLL of random architectures under oracle
-   routing) needs new trainings: `measure_architecture_spread`.
+   routing) needs new trainings: `sgem.architecture_spread.measure_architecture_spread`.
 
 `load_run` reads a run directory written by `sgem run` (through `RunDirectory` and the
-observation store's reader);
+observation store's read-only reader, `sgem.store.read_completed`);
 `format_op_table` renders the result as markdown.
 """
 
@@ -36,10 +36,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from .random_streams import Stream, stream_rng
 from .rundir import CONFIG, RESULT, STORE, RunDirectory
 from .space.arch import Arch
-from .store import Observation, ObservationStore
+from .store import Observation, read_completed
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,9 @@ class RunObservations:
 def load_run(run_dir: str | Path) -> RunObservations:
     """Completed observations of a run directory, clusters labelled by majority domain.
 
-    Reads the run through `RunDirectory` (result.json, config.yaml) and the observation
-    store's own reader (`ObservationStore`: schema version and cluster count checked)."""
+    Reads the run through `RunDirectory` (result.json, config.yaml) and the store's
+    read-only reader (`sgem.store.read_completed`: schema version and cluster count
+    checked); writes nothing, so a read-only run directory works."""
     rundir = RunDirectory(run_dir)
     for name in (RESULT, STORE):
         if not rundir.file(name).is_file():
@@ -100,13 +100,10 @@ def load_run(run_dir: str | Path) -> RunObservations:
 
 def completed_observations(path: str | Path, n_clusters: int) -> list[Observation]:
     """The completed trainings of a store file, each (architecture, mask) once (a retried or
-    reused training counts once), in the order they were first recorded."""
-    store = ObservationStore(n_clusters, path, must_exist=True)
-    try:
-        # the store's cache of completed trainings (first completion per key, in row order)
-        return list(store._cache.values())
-    finally:
-        store.close()
+    reused training counts once), in the order they were first recorded; read-only
+    (`sgem.store.read_completed`), so a finished run can be analysed where it cannot be
+    written."""
+    return read_completed(path, n_clusters)
 
 
 def _pairs(run: RunObservations, clip_quantile: float) -> dict[int, dict[str, np.ndarray]]:
@@ -238,28 +235,6 @@ def op_effects(
     }
 
 
-def measure_architecture_spread(
-    task, space, train_config, n_archs: int = 50, seed: int = 0
-) -> dict[str, float]:
-    """The paper's spread row: std of the region NLL of `n_archs` random architectures,
-    each trained on its domain's region under oracle routing (costs n_archs x domains
-    trainings)."""
-    from .baselines.base import BaselineSetup, CandidateLog, make_trainer
-
-    if task.oracle_partition is None:
-        raise ValueError("measure_architecture_spread needs task.oracle_partition")
-    setup = BaselineSetup(space=space, train=train_config)
-    log = CandidateLog(make_trainer(task, setup, "the architecture spread"), seed)
-    archs = space.sample_many(n_archs, stream_rng(seed, Stream.ARCH_SPREAD))
-    names = task.meta.get("domain_names")
-    out = {}
-    for d in np.unique(task.oracle_partition):
-        region = task.oracle_partition == d
-        values = [log.region_score(a, region) for a in archs]
-        out[names[int(d)] if names else str(d)] = float(np.std(values))
-    return out
-
-
 def format_op_table(result: dict) -> str:
     """Markdown: op x domain effects (bold = 95% interval excludes 0), spread and rho."""
     domains = result["domains"]
@@ -301,7 +276,6 @@ __all__ = [
     "completed_observations",
     "format_op_table",
     "load_run",
-    "measure_architecture_spread",
     "op_effects",
     "spread_from_observations",
 ]

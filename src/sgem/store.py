@@ -55,10 +55,12 @@ _UNREADABLE = (
 )
 
 
-def _unreadable(path: Path, exc: BaseException) -> StoreError:
+def _unreadable(
+    path: Path, exc: BaseException, access: str = "readable and writable"
+) -> StoreError:
     return StoreError(
         f"cannot open the observation store {path} ({exc}). Check that it and its directory "
-        "exist and are readable and writable by you, and that the disk has free space; the "
+        f"exist and are {access} by you, and that the disk has free space; the "
         "file itself may be fine, so keep it."
     )
 
@@ -71,13 +73,13 @@ def _corrupt(path: Path, why: str) -> StoreError:
     )
 
 
-def _classify(path: Path, exc: BaseException) -> StoreError:
+def _classify(path: Path, exc: BaseException, access: str = "readable and writable") -> StoreError:
     """Unreadable (permissions, disk) versus corrupt: the two need opposite advice."""
     if isinstance(exc, OSError):
-        return _unreadable(path, exc)
+        return _unreadable(path, exc, access)
     text = str(exc).lower()
     if isinstance(exc, sqlite3.OperationalError) and any(m in text for m in _UNREADABLE):
-        return _unreadable(path, exc)
+        return _unreadable(path, exc, access)
     return _corrupt(path, str(exc))
 
 
@@ -162,6 +164,102 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 """
 
 
+_COMPLETED = (
+    "SELECT arch, mask, losses, seconds, seed, phase, iteration, device "
+    "FROM observations WHERE status = 'complete' ORDER BY id"
+)
+
+
+def _first_per_key(rows: list) -> dict[tuple[Arch, str], Observation]:
+    """Rows of `_COMPLETED` as observations, the first completion of each (arch, mask)."""
+    out: dict[tuple[Arch, str], Observation] = {}
+    for row in rows:
+        obs = Observation(
+            Arch.from_json(row[0]),
+            mask_from_str(row[1]),
+            np.array(json.loads(row[2])),
+            row[3],
+            row[4],
+            row[5],
+            row[6],
+            row[7] or "cpu",
+        )
+        out.setdefault(obs.key, obs)
+    return out
+
+
+def _check_meta(
+    db: sqlite3.Connection, path: Path, n_clusters: int | None, fingerprint: str
+) -> dict[str, str]:
+    """An existing file: is it an sgem store of this schema version, for this run
+    (`n_clusters` None: any)? Checked before anything is written to it or read from it."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    if not {"meta", "observations", "checkpoints"} <= tables:
+        raise _corrupt(path, "it is not an sgem observation store")
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    try:
+        version = int(meta.get("schema_version", -1))
+    except ValueError:
+        version = -1
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has store schema version {version}; this sgem reads version "
+            f"{SCHEMA_VERSION} only. Start the run fresh in a new directory, or resume it "
+            "with the sgem version that wrote it."
+            + (
+                " (Version 1 stored pickled checkpoints, which are never read.)"
+                if version == 1
+                else ""
+            )
+        )
+    if n_clusters is not None and int(meta.get("n_clusters", -1)) != n_clusters:
+        raise StoreError(
+            f"{path} was written for {meta.get('n_clusters')} clusters, this run has {n_clusters}"
+        )
+    if fingerprint and meta.get("fingerprint") != fingerprint:
+        raise StoreError(
+            f"{path} belongs to a run with a different configuration; resume it "
+            "with its own config, or start the new run in another directory."
+        )
+    return meta
+
+
+def read_completed(path: str | Path, n_clusters: int | None = None) -> list[Observation]:
+    """The completed trainings of a store file, each (architecture, mask) once (first
+    completion, in row order), for analysis: nothing is written, locked or created.
+
+    Opened with SQLite's `mode=ro`. A store whose writer closed cleanly (a finished run)
+    holds everything in the main file, with no `-wal` beside it; it is then also opened
+    `immutable=1`: without it SQLite would create `-shm`/`-wal` files for a WAL-mode file,
+    and fail in a read-only directory. A non-empty `-wal` (a writer running or crashed) is
+    read through, so its committed rows count (SQLite may then create `-shm`). Checks the
+    schema version, and the cluster count when given, like `ObservationStore`; reads only
+    the plain-data tables (meta, observations), never a checkpoint.
+    """
+    path = Path(path)
+    try:
+        if not path.is_file():
+            raise StoreError(f"the observation store {path} does not exist")
+        wal = path.with_name(path.name + "-wal")
+        quiet = not wal.exists() or wal.stat().st_size == 0
+        uri = path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if quiet else "")
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except StoreError:
+        raise
+    except (OSError, sqlite3.Error) as exc:
+        raise _classify(path, exc, "readable") from exc
+    try:
+        _check_meta(db, path, n_clusters, "")
+        rows = db.execute(_COMPLETED).fetchall()
+    except StoreError:
+        raise
+    except (OSError, sqlite3.Error) as exc:
+        raise _classify(path, exc, "readable") from exc
+    finally:
+        db.close()
+    return list(_first_per_key(rows).values())
+
+
 class ObservationStore:
     """Visible observations (in request order) plus a cache of completed trainings.
 
@@ -196,7 +294,7 @@ class ObservationStore:
         except (OSError, sqlite3.Error) as exc:
             raise _classify(self.path, exc) from exc
         try:
-            meta = self._check(db, fingerprint) if existed else {}
+            meta = _check_meta(db, self.path, self.n_clusters, fingerprint) if existed else {}
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
@@ -214,10 +312,7 @@ class ObservationStore:
                         ("fingerprint", fingerprint),
                     ],
                 )
-            rows = db.execute(
-                "SELECT arch, mask, losses, seconds, seed, phase, iteration, device "
-                "FROM observations WHERE status = 'complete' ORDER BY id"
-            ).fetchall()
+            rows = db.execute(_COMPLETED).fetchall()
         except StoreError:
             db.close()
             raise
@@ -225,52 +320,7 @@ class ObservationStore:
             db.close()
             raise _classify(self.path, exc) from exc
         self._db = db
-        for row in rows:
-            obs = Observation(
-                Arch.from_json(row[0]),
-                mask_from_str(row[1]),
-                np.array(json.loads(row[2])),
-                row[3],
-                row[4],
-                row[5],
-                row[6],
-                row[7] or "cpu",
-            )
-            self._cache.setdefault(obs.key, obs)
-
-    def _check(self, db: sqlite3.Connection, fingerprint: str) -> dict[str, str]:
-        """An existing file: is it an sgem store of this schema version, for this run?
-        Checked before anything is written to it."""
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
-        if not {"meta", "observations", "checkpoints"} <= tables:
-            raise _corrupt(self.path, "it is not an sgem observation store")
-        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        try:
-            version = int(meta.get("schema_version", -1))
-        except ValueError:
-            version = -1
-        if version != SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} has store schema version {version}; this sgem reads version "
-                f"{SCHEMA_VERSION} only. Start the run fresh in a new directory, or resume it "
-                "with the sgem version that wrote it."
-                + (
-                    " (Version 1 stored pickled checkpoints, which are never read.)"
-                    if version == 1
-                    else ""
-                )
-            )
-        if int(meta.get("n_clusters", -1)) != self.n_clusters:
-            raise StoreError(
-                f"{self.path} was written for {meta.get('n_clusters')} clusters, "
-                f"this run has {self.n_clusters}"
-            )
-        if fingerprint and meta.get("fingerprint") != fingerprint:
-            raise StoreError(
-                f"{self.path} belongs to a run with a different configuration; resume it "
-                "with its own config, or start the new run in another directory."
-            )
-        return meta
+        self._cache = _first_per_key(rows)
 
     def close(self) -> None:
         if self._db is not None:
