@@ -11,7 +11,15 @@ import yaml
 
 from sgem.errors import SgemUserError
 from sgem.presets import PRESET_NAMES, load_preset
-from sgem.random_streams import Stream, series_window_rng, stream_rng
+from sgem.random_streams import (
+    Stream,
+    expert_seed,
+    gate_expert_seed,
+    mixture_rng,
+    mixture_test_rng,
+    series_window_rng,
+    stream_rng,
+)
 from sgem.runconfig import (
     RunConfig,
     config_fingerprint,
@@ -151,6 +159,7 @@ def test_named_streams_are_the_old_literals():
         "ARCH_SPREAD": 11,
         "USER_TASK_SPLIT": 31,
         "BUDGET_PILOT": 77,
+        "MIXTURE_LAYOUT": 7,
         "SERIES_SPLIT": 7919,
         "TOY_TEST": 1_000_003,
         "EMBEDDING_FILTERS": 0x5EED,
@@ -162,3 +171,9 @@ def test_named_streams_are_the_old_literals():
     assert np.array_equal(
         series_window_rng(1, 2).random(3), np.random.default_rng([1, 2]).random(3)
     )
+    assert np.array_equal(mixture_rng(3, 8).random(3), np.random.default_rng([3, 8]).random(3))
+    assert np.array_equal(
+        mixture_test_rng(3, 8).random(3), np.random.default_rng([3, 8, 1_000_003]).random(3)
+    )
+    for seed, k in ((0, 0), (0, 3), (7, 2), (123, 9)):
+        assert expert_seed(seed, k) == gate_expert_seed(seed, k) == seed * 101 + k

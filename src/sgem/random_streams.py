@@ -38,6 +38,8 @@ class Stream(IntEnum):
     USER_TASK_SPLIT = 31
     #: time budget: the pilot candidate whose training is timed
     BUDGET_PILOT = 77
+    #: scaling mixtures: the rotation of each group (shared by training and test draws)
+    MIXTURE_LAYOUT = 7
     #: forecasting: the domain-stratified train / validation / test split of the windows
     SERIES_SPLIT = 7919
     #: the toy mixture's test sample (the training sample uses the plain seed)
@@ -56,6 +58,17 @@ def series_window_rng(seed: int, domain: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(domain)])
 
 
+def mixture_rng(seed: int, n_groups: int) -> np.random.Generator:
+    """Scaling mixtures: the training sample of a mixture of `n_groups` groups (one stream
+    per group count, so K = 4 and K = 8 at one seed draw independently)."""
+    return np.random.default_rng([seed, n_groups])
+
+
+def mixture_test_rng(seed: int, n_groups: int) -> np.random.Generator:
+    """Scaling mixtures: the test sample, drawn like the toy's (`Stream.TOY_TEST`)."""
+    return np.random.default_rng([seed, n_groups, int(Stream.TOY_TEST)])
+
+
 def routing_seed(seed: int, iteration: int) -> int:
     """The routing M-step's torch seed at EM iteration `iteration`."""
     return seed * 7919 + iteration
@@ -66,16 +79,25 @@ def acquisition_seed(seed: int, iteration: int, expert: int) -> int:
     return seed * 104_729 + iteration * 31 + expert
 
 
+def expert_seed(seed: int, expert: int) -> int:
+    """The cluster-gated MoE: the torch seed of final expert `expert`'s training (and of the
+    validation-length run that picks its length)."""
+    return seed * 101 + expert
+
+
 def gate_expert_seed(seed: int, expert: int) -> int:
     """The learnable-gate MoE: the torch seed of expert `expert`'s initial weights (the gate
-    itself uses `gate_expert_seed(seed, n_experts)`)."""
+    itself uses `gate_expert_seed(seed, n_experts)`); the same value as `expert_seed`."""
     return seed * 101 + expert
 
 
 __all__ = [
     "Stream",
     "acquisition_seed",
+    "expert_seed",
     "gate_expert_seed",
+    "mixture_rng",
+    "mixture_test_rng",
     "routing_seed",
     "series_window_rng",
     "stream_rng",

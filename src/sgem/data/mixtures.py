@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..random_streams import Stream, mixture_rng, mixture_test_rng, stream_rng
 from .build import build_task
 from .task import ClusteredTask
 
@@ -67,7 +68,7 @@ def sample_mixture(
     The geometry (rotations) comes from `layout_seed`, so the training and test draws
     share it; the points come from `rng`."""
     centres = group_layout(n_groups)
-    thetas = np.random.default_rng([layout_seed, 7]).uniform(0.0, 2.0 * np.pi, n_groups)
+    thetas = stream_rng(layout_seed, Stream.MIXTURE_LAYOUT).uniform(0.0, 2.0 * np.pi, n_groups)
     xs, ys, src = [], [], []
     for g in range(n_groups):
         kind = KINDS[g % len(KINDS)]
@@ -92,9 +93,9 @@ def make_mixture_task(
     val_fraction: float = 0.2,
 ) -> ClusteredTask:
     """A `ClusteredTask` of `n_groups` clouds (M = 10 * n_groups clusters by default)."""
-    rng = np.random.default_rng([seed, n_groups])
+    rng = mixture_rng(seed, n_groups)
     x, y, source = sample_mixture(n_groups, n_per_group, rng, seed)
-    test_rng = np.random.default_rng([seed, n_groups, 1_000_003])
+    test_rng = mixture_test_rng(seed, n_groups)
     test = sample_mixture(n_groups, n_test_per_group, test_rng, seed)
     task = build_task(
         x,

@@ -18,6 +18,7 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..forecast import forecast_scores, task_test_scores
+from ..random_streams import expert_seed
 from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer
@@ -221,13 +222,13 @@ def train_final_moe(
         )
         if rule is not None:
             choice = _validation_length(
-                task, trainer, arch, region, x, y, seed * 101 + k, rule, steps, epochs
+                task, trainer, arch, region, x, y, expert_seed(seed, k), rule, steps, epochs
             )
             lengths.append(None if choice is None else choice.to_json())
             if choice is not None:
                 k_steps = choice.refit_steps
         used_steps.append(k_steps)
-        experts.append(trainer.fit(arch, x[sel], y[sel], seed=seed * 101 + k, steps=k_steps))
+        experts.append(trainer.fit(arch, x[sel], y[sel], seed=expert_seed(seed, k), steps=k_steps))
     moe = ClusterGatedMoE(experts, assignment, list(architectures)).eval()
 
     x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)

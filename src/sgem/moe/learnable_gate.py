@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.task import ClusteredTask
+from ..random_streams import gate_expert_seed
 from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer
@@ -148,9 +149,9 @@ def train_learnable_gate_moe(
     gen = torch.Generator().manual_seed(seed)
     experts = []
     for k, arch in enumerate(architectures):
-        torch.manual_seed(seed * 101 + k)
+        torch.manual_seed(gate_expert_seed(seed, k))
         experts.append(trainer.build(arch))
-    torch.manual_seed(seed * 101 + len(architectures))
+    torch.manual_seed(gate_expert_seed(seed, len(architectures)))
     shape = (1, *task.input_shape)
     moe = LearnableGatedMoE(
         experts,
