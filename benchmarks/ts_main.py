@@ -22,7 +22,8 @@ epochs) or `validation` (each final network's length chosen on validation, then 
 on train + validation; `sgem.moe.final_length`), applied to SGEM and every baseline alike.
 
 Scales:
-  smoke    a few minutes on 2 CPU cores: 800 windows, M = 8, tiny search (a wiring check)
+  smoke    configs/ts-smoke.yaml over `ts-offline`: 400 windows, M = 6, K = 2, tiny cells
+           and search (a wiring check: ~15 s on 2 CPU cores)
   offline  the `ts-offline` preset (4000 windows, M = 20, K = 4) on the offline stand-ins
   paper    the `ts-paper` preset: real Monash files (--data-dir), 40,000 windows, M = 30,
            final retrain 50 epochs; for a GPU (--device cuda)
@@ -57,7 +58,7 @@ from sgem.forecast import relative_geomean, seasonality
 from sgem.metrics import partition_match
 from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.final_length import FINAL_LENGTHS
-from sgem.pipeline import build_space, load_config, merge
+from sgem.pipeline import build_space, load_config
 from sgem.search.config import SearchConfig
 from sgem.search.sgem import SGEM
 from sgem.train import resolve_device
@@ -97,25 +98,9 @@ LABELS = {
     "oracle": "Per-domain specialists",
 }
 
-SMOKE_OVERRIDES = {
-    "task": {"n_windows": 800, "n_clusters": 8},
-    "space": {"channels": 8},
-    "search": {
-        "n_iterations": 2,
-        "n_init": 8,
-        "pool_size": 30,
-        "mc_masks": 4,
-        "routing_steps": 10,
-        "explore_every": 2,
-        "refit_budget": 2,
-        "final_candidates": 1,
-        "finalist_budget": 1,
-        "final_steps": 100,
-        "train": {"steps": 30},
-        "surrogate": {"epochs_first": 60, "epochs_refit": 20, "mc_samples": 5},
-    },
-    "crps_samples": 50,
-}
+#: The smoke scale: the `ts-offline` preset with this file's overrides, the same run config
+#: as `sgem run ts-offline --config configs/ts-smoke.yaml` (one source for both).
+SMOKE_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "ts-smoke.yaml"
 DEFAULT_BUDGET = {"smoke": 4, "offline": 16, "paper": 60}
 #: The reference of the relative scores (per domain divided by its score).
 REFERENCE = "seasonal_naive"
@@ -130,9 +115,7 @@ def scale_config(args: argparse.Namespace) -> dict:
         if args.data_dir:
             cfg["task"]["directory"] = args.data_dir
     else:
-        cfg = load_config("ts-offline")
-        if args.scale == "smoke":
-            cfg = merge(cfg, SMOKE_OVERRIDES)
+        cfg = load_config("ts-offline", SMOKE_CONFIG if args.scale == "smoke" else None)
     if args.n_windows:
         cfg["task"]["n_windows"] = args.n_windows
     if args.n_clusters:
