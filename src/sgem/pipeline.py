@@ -181,6 +181,7 @@ def _execute(
     torch.set_num_threads(cfg.torch_threads)
     if task is None:
         task = build_task(cfg)
+    timing = {"task": time.perf_counter() - start}  # reading, validating, building the task
     space = build_space(cfg.space)
     search_cfg = cfg.search
     # a resumed run whose trace has iterations must find its store (never restart silently)
@@ -225,6 +226,7 @@ def _execute(
     finally:
         store.close()
     # the final MoE: the protocol every method shares (sgem.experiment.finish)
+    t0 = time.perf_counter()
     final = finish(
         "sgem",
         task,
@@ -238,6 +240,8 @@ def _execute(
         n_trained=found.n_trained,
         search=found,
     )
+    timing = {**timing, **found.timing, "final_retrain": time.perf_counter() - t0}
+    t0 = time.perf_counter()
     result = _result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume
     result["executor"] = executor_kind
@@ -269,6 +273,12 @@ def _execute(
     from .report import draw_run_figures  # matplotlib only once a run has finished
 
     draw_run_figures(rundir, task, found, seed, images=cfg.task["name"] == "images")
+    # where the time went (exclusive seconds per phase; sgem.timing): written last, so the
+    # model and figures count too
+    timing["reporting"] = time.perf_counter() - t0
+    result["timing"] = {k: round(v, 3) for k, v in timing.items()}
+    result["wall_seconds"] = round(time.perf_counter() - start, 3)
+    rundir.write_result(result)
     return result
 
 
@@ -414,6 +424,10 @@ def summarise(result: dict) -> str:
     lines.append(
         f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
     )
+    timing = result.get("timing") or {}
+    if timing:  # the three largest phases say where the time went
+        top = sorted(timing.items(), key=lambda kv: -kv[1])[:3]
+        lines.append("  time: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in top))
     return "\n".join(lines)
 
 

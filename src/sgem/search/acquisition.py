@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..random_streams import acquisition_seed
 from ..surrogate.model import LossModel, Surrogate, kendall_tau, lcb
 from .architecture import ExpertPool
 from .config import SearchConfig
@@ -46,7 +47,7 @@ def acquire(
         mc = u.predict_mc(
             [a for a in shortlist for _ in range(len(pool.masks))],
             np.tile(pool.masks, (len(shortlist), 1)),
-            seed=seed * 104_729 + t * 31 + k,
+            seed=acquisition_seed(seed, t, k),
         )  # (T, L*S, M)
         n_t = mc.shape[0]
         mc = mc.reshape(n_t, len(shortlist), len(pool.masks), -1).mean(axis=2)

@@ -18,6 +18,7 @@ import numpy as np
 from ..executors import Executor, TrainJob, job_seed
 from ..space.arch import Arch
 from ..store import Observation, ObservationStore
+from ..timing import PhaseTimer
 from .objective import measured_hard_objective
 
 MAX_ATTEMPTS = 2  # a failed training is retried once
@@ -35,11 +36,18 @@ def region_value(obs: Observation, region: np.ndarray, sizes: np.ndarray) -> flo
 class Ledger:
     """The store plus the executor: trains, reuses and retries, counting failures."""
 
-    def __init__(self, store: ObservationStore, executor: Executor, seed: int) -> None:
+    def __init__(
+        self,
+        store: ObservationStore,
+        executor: Executor,
+        seed: int,
+        timer: PhaseTimer | None = None,
+    ) -> None:
         self.store = store
         self.executor = executor
         self.seed = seed
         self.failures = 0
+        self.timer = timer or PhaseTimer()  # the search's clock: trainings count here
 
     def train(self, jobs: Sequence[Job], iteration: int) -> list[Observation | None]:
         """Train (or reuse) each (arch, mask) and make results visible in request order.
@@ -85,7 +93,8 @@ class Ledger:
             self.store.begin(job.arch, job.mask, job.seed, phase, iteration, attempt)
             for _, job, phase in pending
         ]
-        outcomes = self.executor.run([job for _, job, _ in pending])
+        with self.timer.phase("candidate_training"):
+            outcomes = self.executor.run([job for _, job, _ in pending])
         retry = []
         for (i, job, phase), row, out in zip(pending, rows, outcomes, strict=True):
             if out.error is not None:

@@ -32,10 +32,12 @@ from tqdm.auto import tqdm
 from ..data.task import ClusteredTask
 from ..executors import Executor, make_executor
 from ..metrics import partition_match
+from ..random_streams import routing_seed
 from ..space.arch import Arch, CellSpace
 from ..store import ObservationStore
 from ..surrogate.model import Surrogate
 from ..surrogate.scalar import ScalarReduced
+from ..timing import PhaseTimer
 from ..train.trainer import Trainer
 from .acquisition import acquire, train_acquired
 from .architecture import architecture_m_step
@@ -62,6 +64,7 @@ class SearchResult:
     region_val_losses: list[float | None] = field(default_factory=list)
     failures: int = 0
     selection: dict = field(default_factory=dict)  # which visited partition was returned, why
+    timing: dict = field(default_factory=dict)  # exclusive seconds per phase (sgem.timing)
 
 
 Listener = Callable[[str, dict], None]
@@ -118,6 +121,7 @@ class SGEM:
         if store is not None and store.n_clusters != m:
             raise ValueError(f"the store is for {store.n_clusters} clusters, the task has {m}")
         start = time.perf_counter()
+        self.timer_ = PhaseTimer()
         rng = np.random.default_rng(self.seed)
         sizes = task.cluster_sizes.astype(np.float64)
         val_sizes = task.val_cluster_sizes.astype(np.float64)
@@ -147,7 +151,8 @@ class SGEM:
         self._setup(task.n_clusters, store, val_sizes, task.centroids)
         state = self.store_.latest_checkpoint(decode_checkpoint) if resume else None
         if state is None:
-            logits, archs = self._initialise(task.n_clusters, rng, task.centroids)
+            with self.timer_.phase("initial_design"):
+                logits, archs = self._initialise(task.n_clusters, rng, task.centroids)
             trace: list[dict] = []
             t_done = 0
             self._checkpoint(0, logits, archs, rng, trace)
@@ -190,9 +195,10 @@ class SGEM:
                 finalist_budget=min(cfg.finalist_budget, 1),
                 refit_budget=min(cfg.refit_budget, 2),
             )
-        assignment, final_archs, region_losses, selection = finalise(
-            self.ledger_, self.space, final_cfg, trace, last, archs, sizes, val_sizes, rng
-        )
+        with self.timer_.phase("finalisation"):
+            assignment, final_archs, region_losses, selection = finalise(
+                self.ledger_, self.space, final_cfg, trace, last, archs, sizes, val_sizes, rng
+            )
         if stopped_at is not None:
             selection = {**selection, "stopped_at_deadline_after_iteration": stopped_at}
         return SearchResult(
@@ -207,6 +213,7 @@ class SGEM:
             region_val_losses=region_losses,
             failures=self.failures_,
             selection=selection,
+            timing=self.timer_.snapshot(),
         )
 
     def _setup(
@@ -218,7 +225,7 @@ class SGEM:
     ) -> None:
         cfg = self.config
         self.store_ = store if store is not None else ObservationStore(m)
-        self.ledger_ = Ledger(self.store_, self.executor_, self.seed)
+        self.ledger_ = Ledger(self.store_, self.executor_, self.seed, self.timer_)
         self.surrogate_ = Surrogate(self.space, m, cfg.surrogate, seed=self.seed)
         # what the E- and M-steps see: the per-cluster surrogate, or its scalar reduction
         self.u_ = (
@@ -264,49 +271,36 @@ class SGEM:
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         t0, n_before = time.perf_counter(), len(self.store_)
+        clock, timing_before = self.timer_, self.timer_.snapshot()
         routing = softmax(logits, axis=1)
         uniforms = rng.random((k_experts, cfg.mc_masks, m))
-        # E-step
-        q = e_step(routing, expected_losses(self.u_, archs, routing, uniforms))
-        # M-step (routing)
+        with clock.phase("e_step"):
+            q = e_step(routing, expected_losses(self.u_, archs, routing, uniforms))
         r_info: dict = {"accepted": False}
         if not cfg.freeze_routing:
-            logits, r_info = routing_m_step(
-                logits,
-                q,
-                self.u_,
-                archs,
-                sizes,
-                steps=cfg.routing_steps,
-                lr=cfg.routing_lr,
-                n_samples=cfg.mc_masks,
-                temperature=cfg.gumbel_temperature,
-                seed=self.seed * 7919 + t,
-                check_uniforms=uniforms,
-                lb_weight=cfg.lb_weight,
-                lb_kind=cfg.lb_kind,
-            )
+            with clock.phase("routing_m_step"):
+                logits, r_info = self._routing_step(t, logits, q, archs, sizes, uniforms)
         routing = softmax(logits, axis=1)
-        # M-step (architectures)
-        pools = architecture_m_step(
-            self.u_, self.space, archs, q, routing, sizes, uniforms, cfg.pool_size, rng
-        )
+        with clock.phase("architecture_m_step"):
+            pools = architecture_m_step(
+                self.u_, self.space, archs, q, routing, sizes, uniforms, cfg.pool_size, rng
+            )
         archs = [p.best for p in pools]
         assignment = hard_routing(routing)
         # S-step: train the LCB-chosen candidates (and measure the incumbents)
-        jobs = acquire(self.u_, cfg, self.seed, pools, q, routing, assignment, sizes, rng, t)
-        tau = train_acquired(self.ledger_, self.surrogate_, jobs, t)
+        with clock.phase("acquisition"):
+            jobs = acquire(self.u_, cfg, self.seed, pools, q, routing, assignment, sizes, rng, t)
+            tau = train_acquired(self.ledger_, self.surrogate_, jobs, t)
         # exploration: affinity masks, then a partition jump accepted on measured J only
         jump: dict | None = None
         if cfg.explore and t % cfg.explore_every == 0:
-            self.explorer_.explore_masks(archs, sizes, rng, t)
-            if cfg.jumps and not cfg.freeze_routing:
-                jump = self.explorer_.jump(archs, assignment, sizes, rng, t)
-                if jump["accepted"]:
-                    assignment = np.asarray(jump["proposal"])
-                    archs = [Arch.from_json(a) for a in jump["architectures"]]
-                    logits = hard_logits(assignment, k_experts)
-                    routing = softmax(logits, axis=1)
+            with clock.phase("exploration"):
+                jump = self._explore(t, archs, assignment, sizes, rng)
+            if jump is not None and jump["accepted"]:
+                assignment = np.asarray(jump["proposal"])
+                archs = [Arch.from_json(a) for a in jump["architectures"]]
+                logits = hard_logits(assignment, k_experts)
+                routing = softmax(logits, axis=1)
         self._refit(t)
 
         u_now = expected_losses(self.u_, archs, routing, uniforms)
@@ -324,8 +318,51 @@ class SGEM:
             "n_trained": len(self.store_),
             "failures": self.failures_,
             "seconds": time.perf_counter() - t0,
+            "phase_seconds": PhaseTimer.difference(clock.snapshot(), timing_before),
         }
         return logits, archs, row
+
+    def _routing_step(
+        self,
+        t: int,
+        logits: np.ndarray,
+        q: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        uniforms: np.ndarray,
+    ) -> tuple[np.ndarray, dict]:
+        """M-step on R: straight-through Gumbel-Softmax steps, kept only if J improves."""
+        cfg = self.config
+        return routing_m_step(
+            logits,
+            q,
+            self.u_,
+            archs,
+            sizes,
+            steps=cfg.routing_steps,
+            lr=cfg.routing_lr,
+            n_samples=cfg.mc_masks,
+            temperature=cfg.gumbel_temperature,
+            seed=routing_seed(self.seed, t),
+            check_uniforms=uniforms,
+            lb_weight=cfg.lb_weight,
+            lb_kind=cfg.lb_kind,
+        )
+
+    def _explore(
+        self,
+        t: int,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> dict | None:
+        """Affinity masks, then (unless routing is frozen) a measured partition jump."""
+        cfg = self.config
+        self.explorer_.explore_masks(archs, sizes, rng, t)
+        if cfg.jumps and not cfg.freeze_routing:
+            return self.explorer_.jump(archs, assignment, sizes, rng, t)
+        return None
 
     # -- helpers ---------------------------------------------------------------------------
     def _geometric_init(self, m: int, centroids: np.ndarray | None) -> bool:
@@ -341,14 +378,16 @@ class SGEM:
         return self.ledger_.failures
 
     def _refit(self, iteration: int) -> None:
-        self.surrogate_.fit(
-            self.store_.archs, self.store_.masks, self.store_.losses, seed=self.seed + iteration
-        )
+        with self.timer_.phase("surrogate_fit"):
+            self.surrogate_.fit(
+                self.store_.archs, self.store_.masks, self.store_.losses, seed=self.seed + iteration
+            )
 
     def _checkpoint(
         self, t: int, logits: np.ndarray, archs: list[Arch], rng: np.random.Generator, trace
     ) -> None:
-        save_state(self.store_, t, logits, archs, rng, self.surrogate_, trace, self.failures_)
+        with self.timer_.phase("checkpoint"):
+            save_state(self.store_, t, logits, archs, rng, self.surrogate_, trace, self.failures_)
 
 
 def _match(assignment: np.ndarray, task: ClusteredTask) -> float | None:
