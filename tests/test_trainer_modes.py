@@ -36,13 +36,14 @@ def image_task() -> ClusteredTask:
 
 
 def _legacy_fit(trainer: Trainer, arch: Arch, x, y, seed: int):
-    """The loop the Trainer ran before epoch mode existed (full-batch Adam, fixed steps)."""
+    """The loop the Trainer ran before epoch mode existed (full-batch Adam, fixed steps),
+    with the fused Adam `make_optimizer` uses since."""
     cfg = trainer.config
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = trainer.build(arch)
     model.data_init(x, gen)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, foreach=True)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, fused=True)
     model.train()
     n = len(x)
     bs = cfg.batch_size or n

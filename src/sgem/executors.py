@@ -3,6 +3,11 @@
 All backends take a batch of independent `TrainJob`s and return one `JobResult` per job,
 in job order. A job that raises (or whose worker dies) comes back with its traceback;
 retrying and recording are the search's business, so every backend behaves the same.
+
+Jobs travel in *chunks* (`sgem.train.batched.job_chunks`): where the space allows, a chunk
+of small candidates trains as one vectorised program, else a chunk is one job. The chunks
+follow from the job list alone and every backend runs a chunk through the same
+`ChunkRunner`, so inline, processes and Ray compute the same numbers.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .space.arch import Arch
+
+if TYPE_CHECKING:
+    from .train.batched import BatchedTabularTrainer
 
 
 @dataclass(frozen=True)
@@ -64,58 +72,73 @@ def _run_one(trainer, job: TrainJob) -> JobResult:
         )
 
 
+def plan(task, space, train_config, jobs: Sequence[TrainJob]) -> list[list[int]]:
+    """The chunks (lists of job indices) that `jobs` train in, whichever backend runs them."""
+    from .train.batched import job_chunks
+
+    return job_chunks(task, space, train_config, [j.mask for j in jobs])
+
+
+class ChunkRunner:
+    """Trains one chunk in this process: several jobs as one vectorised program, a single
+    job alone. If the program fails, its jobs run one at a time, so each reports its own
+    error and one bad job never fails the others."""
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        self._batched: BatchedTabularTrainer | None = None
+
+    def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
+        if len(jobs) > 1:
+            try:
+                if self._batched is None:
+                    from .train.batched import BatchedTabularTrainer
+
+                    self._batched = BatchedTabularTrainer(self.trainer)
+                outs = self._batched.train_many([(j.arch, j.mask, j.seed) for j in jobs])
+                device = str(self.trainer.device)
+                return [JobResult(o.losses, o.seconds, device) for o in outs]
+            except Exception:
+                pass
+        return [_run_one(self.trainer, job) for job in jobs]
+
+
+def _gather(n: int, chunks: list[list[int]], outs: list[list[JobResult]]) -> list[JobResult]:
+    results: list[JobResult | None] = [None] * n
+    for chunk, out in zip(chunks, outs, strict=True):
+        for i, res in zip(chunk, out, strict=True):
+            results[i] = res
+    return results  # type: ignore[return-value]
+
+
 class InlineExecutor:
-    """Trains in the search process, one job after the other (tests, debugging)."""
+    """Trains in the search process, chunk after chunk."""
 
     name = "inline"
 
     def __init__(self, trainer) -> None:
         self.trainer = trainer
+        self.runner = ChunkRunner(trainer)
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
-        return [_run_one(self.trainer, job) for job in jobs]
+        tr = self.trainer
+        chunks = plan(tr.task, tr.space, tr.config, jobs)
+        return _gather(len(jobs), chunks, [self.runner.run([jobs[i] for i in c]) for c in chunks])
 
     def close(self) -> None:
         pass
 
 
-class BatchedExecutor:
-    """Trains a batch of small tabular candidates as one vectorised program (in-process).
-
-    Same results as inline training up to floating-point summation order (dropout draws
-    differ); see `sgem.train.batched`.
-    """
-
-    name = "batched"
-
-    def __init__(self, trainer, max_batch: int = 16) -> None:
-        from .train.batched import BatchedTabularTrainer
-
-        self.batched = BatchedTabularTrainer(trainer, max_batch=max_batch)
-        self.fallback = InlineExecutor(trainer)
-
-    def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
-        if not jobs:
-            return []
-        try:
-            outs = self.batched.train_many([(j.arch, j.mask, j.seed) for j in jobs])
-        except Exception:
-            # one bad job must not fail the batch: fall back to one-at-a-time, which
-            # reports each job's own error
-            return self.fallback.run(jobs)
-        device = str(self.batched.device)
-        return [JobResult(o.losses, o.seconds, device) for o in outs]
-
-    def close(self) -> None:
-        pass
+#: "batched" was the vectorised executor; inline now vectorises wherever it can
+BatchedExecutor = InlineExecutor
 
 
 # -- local processes ------------------------------------------------------------------------
-_WORKER_TRAINER = None
+_WORKER_RUNNER: ChunkRunner | None = None
 
 
 def _worker_init(task, space, train_config, devices: list[str], threads: int) -> None:
-    global _WORKER_TRAINER
+    global _WORKER_RUNNER
     import torch
 
     from .train.trainer import Trainer
@@ -123,13 +146,14 @@ def _worker_init(task, space, train_config, devices: list[str], threads: int) ->
     torch.set_num_threads(threads)
     ident = os.getpid()
     device = devices[ident % len(devices)] if devices else "cpu"
-    _WORKER_TRAINER = Trainer(task, space, train_config, device=device)
+    _WORKER_RUNNER = ChunkRunner(Trainer(task, space, train_config, device=device))
 
 
-def _worker_run(job: TrainJob) -> JobResult:
-    if os.environ.get("SGEM_TEST_CRASH_ARCH") == job.arch.key:
+def _worker_run(jobs: list[TrainJob]) -> list[JobResult]:
+    if any(os.environ.get("SGEM_TEST_CRASH_ARCH") == job.arch.key for job in jobs):
         os._exit(1)  # test hook: simulate a worker that dies mid-job
-    return _run_one(_WORKER_TRAINER, job)
+    assert _WORKER_RUNNER is not None
+    return _WORKER_RUNNER.run(jobs)
 
 
 class ProcessExecutor:
@@ -163,36 +187,40 @@ class ProcessExecutor:
             )
         return self._pool
 
-    def _run_batch(self, jobs: Sequence[TrainJob]) -> tuple[list[JobResult], list[int]]:
-        """Submit all jobs; returns results and the indices lost to a dying worker."""
-        results: list[JobResult | None] = [None] * len(jobs)
+    def _run_chunks(self, chunks: list[list[TrainJob]]) -> tuple[list[list[JobResult]], list[int]]:
+        """Submit all chunks; returns results per chunk and the chunks lost to a dying
+        worker."""
+        results: list[list[JobResult] | None] = [None] * len(chunks)
         lost: list[int] = []
         pool = self._get_pool()
-        futures = {pool.submit(_worker_run, job): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(_worker_run, chunk): i for i, chunk in enumerate(chunks)}
         for future in as_completed(futures):
             i = futures[future]
             try:
                 results[i] = future.result()
             except BrokenProcessPool as exc:
                 lost.append(i)
-                results[i] = JobResult(None, 0.0, "?", f"worker process died: {exc!r}")
+                died = JobResult(None, 0.0, "?", f"worker process died: {exc!r}")
+                results[i] = [died] * len(chunks[i])
             except Exception:
-                results[i] = JobResult(None, 0.0, "?", traceback.format_exc())
+                results[i] = [JobResult(None, 0.0, "?", traceback.format_exc())] * len(chunks[i])
         if lost:
+            assert self._pool is not None
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         return results, sorted(lost)  # type: ignore[return-value]
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
-        """A dying worker breaks the whole pool and fails every pending job with it; the
+        """A dying worker breaks the whole pool and fails every pending chunk with it; the
         jobs lost that way are re-run one at a time in fresh pools, so only the job that
         really kills its worker comes back failed."""
-        results, lost = self._run_batch(jobs)
-        if len(lost) > 1:
-            for i in lost:
-                (single,), _ = self._run_batch([jobs[i]])
-                results[i] = single
-        return results
+        task, space, train_config = self._init_args[:3]
+        chunks = plan(task, space, train_config, jobs)
+        outs, lost = self._run_chunks([[jobs[i] for i in c] for c in chunks])
+        if lost and (len(lost) > 1 or len(chunks[lost[0]]) > 1):
+            for c in lost:
+                outs[c] = [self._run_chunks([[jobs[i]]])[0][0][0] for i in chunks[c]]
+        return _gather(len(jobs), chunks, outs)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -201,25 +229,26 @@ class ProcessExecutor:
 
 
 # -- Ray ----------------------------------------------------------------------------------
-_RAY_TRAINERS: dict = {}
+_RAY_RUNNERS: dict = {}
 
 
-def _ray_train(payload_box: list, job: TrainJob) -> JobResult:
+def _ray_train(payload_box: list, jobs: list[TrainJob]) -> list[JobResult]:
     """Runs on a Ray worker: build the trainer once per worker and payload, then train."""
     import ray
 
     ref = payload_box[0]
     key = ref.hex()
-    trainer = _RAY_TRAINERS.get(key)
-    if trainer is None:
+    runner = _RAY_RUNNERS.get(key)
+    if runner is None:
         import torch
 
         from .train.trainer import Trainer
 
         task, space, train_config = ray.get(ref)
         device = "cuda" if torch.cuda.is_available() and ray.get_gpu_ids() else "cpu"
-        trainer = _RAY_TRAINERS[key] = Trainer(task, space, train_config, device=device)
-    return _run_one(trainer, job)
+        trainer = Trainer(task, space, train_config, device=device)
+        runner = _RAY_RUNNERS[key] = ChunkRunner(trainer)
+    return runner.run(jobs)
 
 
 class RayExecutor:
@@ -260,18 +289,20 @@ class RayExecutor:
                     "`ray start --head`, or omit the address to start a local Ray."
                 ) from exc
             self._owns = True
+        self._plan_args = (task, space, train_config)
         self._payload = [ray.put((task, space, train_config))]
         self._remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_ray_train)
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
-        refs = [self._remote.remote(self._payload, job) for job in jobs]
-        results = []
-        for ref in refs:
+        chunks = plan(*self._plan_args, jobs)
+        refs = [self._remote.remote(self._payload, [jobs[i] for i in c]) for c in chunks]
+        outs = []
+        for ref, chunk in zip(refs, chunks, strict=True):
             try:
-                results.append(self._ray.get(ref))
+                outs.append(self._ray.get(ref))
             except Exception:
-                results.append(JobResult(None, 0.0, "?", traceback.format_exc()))
-        return results
+                outs.append([JobResult(None, 0.0, "?", traceback.format_exc())] * len(chunk))
+        return _gather(len(jobs), chunks, outs)
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():
@@ -308,7 +339,8 @@ def make_executor(
     num_gpus: float = 0.0,
     trainer=None,
 ) -> Executor:
-    """Build the executor named `kind`: "inline", "batched", "processes" or "ray".
+    """Build the executor named `kind`: "inline", "batched" (the same as inline, which
+    vectorises wherever it can), "processes" or "ray".
 
     In-process executors reuse `trainer` when given (no second copy of the data).
     """
@@ -317,7 +349,7 @@ def make_executor(
             from .train.trainer import Trainer
 
             trainer = Trainer(task, space, train_config)
-        return InlineExecutor(trainer) if kind == "inline" else BatchedExecutor(trainer)
+        return InlineExecutor(trainer)
     if kind == "processes":
         return ProcessExecutor(task, space, train_config, workers=workers)
     if kind == "ray":

@@ -1,223 +1,354 @@
 """Train many small tabular candidates at once, as one vectorised program.
 
-Small experts are dominated by Python and kernel-launch overhead, not arithmetic, so one
-program over C candidates is far faster than C programs. How:
+A toy candidate is microseconds of arithmetic wrapped in ~100 kernel launches per step, so
+one program over C candidates costs about what one candidate costs alone. The layout keeps
+the program cheap:
 
-* Each candidate's network is first built exactly as one-at-a-time training builds it
-  (same seed, same data-dependent RBF start on its own region), then its parameters are
-  copied into stacked per-node, per-op tensors. Initial states are therefore identical.
-* Features are zero-padded to a common width. Every op maps zero padding to zero padding
-  and padded parameters start at zero, so their gradients are exactly zero and Adam
-  (elementwise, zero gradient -> zero step) never moves them: the padding is inert.
-* At each node, candidates are grouped by (op, input state); each op runs once per group.
-* Each candidate trains on its own region's rows (padded to the largest region of its chunk
-  with zero-weight rows; chunks group similar region sizes). Its loss is the mean over its
-  rows, so the summed loss has, for each candidate's parameters, exactly that candidate's
-  gradient; Adam then gives each the update it would get alone.
+* **features x samples.** Each state is a (C, W, n) tensor: candidate, feature, sample.
+  Reductions over features and classes run over a short *outer* dimension with the samples
+  contiguous, which CPUs vectorise well (log-softmax over a last dimension of 2-10 classes
+  costs ~100 ns per row; here it is a few elementwise passes).
+* **one gather per node.** A node's input is picked from the earlier states by one
+  `index_select` that also sorts the candidates by op; `split` hands each op its contiguous
+  slice (its backward is one `cat`), one `cat` joins the outputs and one `index_select`
+  restores candidate order. The cost per step is fixed by the number of ops, not by C.
+* **parameters per node in op order.** A node's linear weights, RBF centres and shifts are
+  stored only for the candidates that use that op there, already sorted, so no parameter is
+  gathered per step; all of them step together in one fused Adam.
+* **inert padding.** Features are zero-padded to a common width W. Every op maps zero
+  padding to zero padding and padded parameters start at zero and get zero gradients, so
+  Adam never moves them. Each candidate trains on its own region's rows, padded with
+  zero-weight rows to the chunk's largest region; its loss is the mean over its own rows,
+  so each candidate gets exactly its own gradient.
 
-The result equals one-at-a-time training up to floating-point summation order, except for
-`dropout`, whose random draws cannot follow the same stream (statistically equivalent).
+Every network is first built exactly as one-at-a-time training builds it (same seed, same
+data-dependent RBF start on its own region), so initial states are identical, and training
+matches `Trainer.train` up to floating-point summation order and Adam's fused kernel, except
+for `dropout`, whose random draws come from one stream per chunk (statistically the same).
+Chunks are formed from the job list alone (`plan_chunks`), so every executor that hands the
+same jobs to this trainer gets the same numbers.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..space.arch import Arch
-from ..space.tabular import RBF, Shift, TabularNet, squared_distances
-from .losses import bucket_by_cluster
-from .trainer import Trainer, TrainOutcome
+from ..data.task import ClusteredTask
+from ..forecast import student_t_nll
+from ..space.arch import Arch, CellSpace
+from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
+from .trainer import TrainConfig, Trainer, TrainOutcome
+
+Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
+
+#: feature x sample cells per state tensor above which a chunk is split further (memory)
+MAX_CELLS = 2_000_000
 
 
-class _Stack:
-    """Stacked parameters of C candidates for one node."""
+def supports(task: ClusteredTask, space: CellSpace, config: TrainConfig) -> bool:
+    """Whether candidates can train as one vectorised program: a tabular space, full-batch
+    Adam steps at a constant rate (no minibatches, epochs or clipping), a classifier or a
+    Student-t head."""
+    return (
+        isinstance(space, TabularSpace)
+        and config.batch_size is None
+        and config.epochs is None
+        and config.optimizer == "adam"
+        and config.schedule == "constant"
+        and config.grad_clip is None
+        and task.loss in ("cross_entropy", "student_t")
+    )
 
-    def __init__(self, c: int, n_nodes: int, width: int, hidden: int, centres: int, n_out: int):
-        z = torch.zeros
-        self.linear = [z(c, width, hidden) for _ in range(n_nodes)]
-        self.centres = [z(c, centres, width) for _ in range(n_nodes)]
-        self.log_gamma = [z(c, centres) for _ in range(n_nodes)]
-        self.shift = [z(c, width) for _ in range(n_nodes)]
-        self.head = z(c, n_nodes, width, n_out)
-        self.bias = z(c, n_out)
 
-    def parameters(self) -> list[torch.Tensor]:
-        return [*self.linear, *self.centres, *self.log_gamma, *self.shift, self.head, self.bias]
+def job_chunks(
+    task: ClusteredTask, space: CellSpace, config: TrainConfig, masks: Sequence[np.ndarray]
+) -> list[list[int]]:
+    """How a list of jobs (given by their masks) is grouped into vectorised programs: one
+    job per chunk where the space cannot be vectorised or `batch_candidates` is 1. Every
+    executor groups this way, so the numbers never depend on where the jobs run."""
+    if config.batch_candidates == 1 or not supports(task, space, config):
+        return [[i] for i in range(len(masks))]
+    assert isinstance(space, TabularSpace)
+    width = max(int(np.prod(task.input_shape)), space.hidden, space.rbf_centres)
+    rows = [int(task.cluster_sizes[np.asarray(m, bool)].sum()) for m in masks]
+    return plan_chunks(rows, config.batch_candidates, width)
 
 
-def _load(stack: _Stack, c: int, net: TabularNet, in_dim: int) -> None:
-    """Copy candidate c's freshly initialised network into the stacked tensors."""
-    arch = net.cell.arch
-    widths = [in_dim]
-    with torch.no_grad():
-        for i, (module, src) in enumerate(zip(net.cell.ops, arch.inputs, strict=True)):
-            w_in = widths[src]
-            if isinstance(module, torch.nn.Linear):
-                stack.linear[i][c, :w_in, :] = module.weight.T
-                widths.append(module.weight.shape[0])
-            elif isinstance(module, RBF):
-                stack.centres[i][c, :, :w_in] = module.centres
-                stack.log_gamma[i][c] = module.log_gamma
-                widths.append(module.centres.shape[0])
-            else:
-                if isinstance(module, Shift):
-                    stack.shift[i][c, :w_in] = module.shift
-                widths.append(w_in)
-        offset = 0
-        for leaf in arch.leaves:
-            w = widths[leaf + 1]
-            stack.head[c, leaf, :w, :] = net.head.weight[:, offset : offset + w].T
-            offset += w
-        stack.bias[c] = net.head.bias
+def plan_chunks(region_rows: Sequence[int], max_batch: int, width: int) -> list[list[int]]:
+    """Job indices grouped into chunks: jobs sorted by region size (stable), so padding
+    stays small, cut every `max_batch` jobs or when a chunk's padded states would exceed
+    `MAX_CELLS`. Depends on the job list only, never on where the jobs run."""
+    order = np.argsort(np.asarray(region_rows), kind="stable")
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        rows = int(region_rows[i])  # sorted: the newest job has the chunk's largest region
+        if current and (len(current) == max_batch or (len(current) + 1) * width * rows > MAX_CELLS):
+            chunks.append(current)
+            current = []
+        current.append(int(i))
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+@dataclass
+class _Node:
+    """One node of the chunk's cells: who reads which state, grouped by op."""
+
+    gather: torch.Tensor  # (C,) rows of the stacked states, in op-sorted order
+    restore: torch.Tensor  # (C,) inverse permutation back to candidate order
+    ops: list[str]  # the op of each group, in sorted order
+    sizes: list[int]  # group sizes
+    members: list[list[int]]  # candidate indices per group, in sorted order
 
 
 class BatchedTabularTrainer:
-    """Trains a list of (arch, mask, seed) jobs together; same results as `Trainer.train`."""
+    """Trains a list of (arch, mask, seed) jobs together; results as `Trainer.train`."""
 
-    def __init__(self, trainer: Trainer, max_batch: int = 16) -> None:
-        if trainer.task.loss != "cross_entropy":
-            raise ValueError("batched training supports classification (cross_entropy) only")
+    def __init__(self, trainer: Trainer, max_batch: int | None = None) -> None:
+        if not supports(trainer.task, trainer.space, trainer.config):
+            raise ValueError(
+                "batched training needs a tabular space trained full-batch with Adam at a "
+                "constant learning rate (TrainConfig batch_size=None, epochs=None, "
+                "optimizer='adam', schedule='constant', grad_clip=None) and a classifier or "
+                "Student-t head"
+            )
         self.trainer = trainer
-        self.space = trainer.space
-        self.max_batch = max_batch
+        self.space: TabularSpace = trainer.space
+        self.max_batch = max(1, int(max_batch or trainer.config.batch_candidates))
         self.in_dim = int(np.prod(trainer.task.input_shape))
         self.width = max(self.in_dim, self.space.hidden, self.space.rbf_centres)
         self.device = trainer.device
+        tr = trainer
+        self.x_train = self._standardised(tr.x_train)  # (N, W)
+        self.x_val = self._standardised(tr.x_val).T.contiguous()  # (W, N_val)
+        self.student_t = self.space.head == "student_t"
 
-    def train_many(self, jobs: Sequence[tuple[Arch, np.ndarray, int]]) -> list[TrainOutcome]:
-        """Train all jobs; chunks group similar region sizes so padding stays small."""
-        sizes = [
-            int(self.trainer.task.cluster_sizes[np.asarray(m, bool)].sum()) for _, m, _ in jobs
-        ]
-        order = np.argsort(sizes, kind="stable")
+    # -- public ------------------------------------------------------------------------------
+    def train_many(self, jobs: Sequence[Job]) -> list[TrainOutcome]:
+        """Train all jobs, chunk by chunk (`plan_chunks`); results in job order."""
+        tr = self.trainer
+        for arch, mask, _ in jobs:
+            self.space.validate(arch)
+            mask = np.asarray(mask, bool)
+            if mask.shape != (tr.task.n_clusters,):
+                raise ValueError(f"mask must have shape ({tr.task.n_clusters},), got {mask.shape}")
+            if not mask.any():
+                raise ValueError("mask selects no cluster; a candidate needs training data")
+        rows = [int(tr.task.cluster_sizes[np.asarray(m, bool)].sum()) for _, m, _ in jobs]
         out: list[TrainOutcome | None] = [None] * len(jobs)
-        for start in range(0, len(jobs), self.max_batch):
-            chunk = order[start : start + self.max_batch]
+        for chunk in plan_chunks(rows, self.max_batch, self.width):
             for i, res in zip(chunk, self._train_chunk([jobs[i] for i in chunk]), strict=True):
                 out[i] = res
         return out  # type: ignore[return-value]
 
-    def _train_chunk(self, jobs: Sequence[tuple[Arch, np.ndarray, int]]) -> list[TrainOutcome]:
+    # -- one chunk ---------------------------------------------------------------------------
+    def _train_chunk(self, jobs: Sequence[Job]) -> list[TrainOutcome]:
         t0 = time.perf_counter()
-        tr, space = self.trainer, self.space
-        c = len(jobs)
-        n_nodes = space.n_nodes
-        for arch, mask, _ in jobs:
-            space.validate(arch)
-            if not np.asarray(mask, bool).any():
-                raise ValueError("mask selects no cluster; a candidate needs training data")
-        stack = _Stack(c, n_nodes, self.width, space.hidden, space.rbf_centres, tr.n_out)
-        masks = torch.as_tensor(np.stack([np.asarray(m, bool) for _, m, _ in jobs]))
-        for j, (arch, _, seed) in enumerate(jobs):
+        tr, cfg = self.trainer, self.trainer.config
+        archs = [a for a, _, _ in jobs]
+        nets = []
+        rows = []
+        for arch, mask, seed in jobs:  # exactly as Trainer.fit starts a network
+            sel = torch.as_tensor(np.asarray(mask, bool), device=self.device)[tr.c_train]
             torch.manual_seed(seed)
             gen = torch.Generator().manual_seed(seed)
             net = tr.build(arch)
-            sel = masks[j][tr.c_train]
             net.data_init(tr.x_train[sel], gen)
-            _load(stack, j, net, self.in_dim)
-        params = [p.to(self.device).requires_grad_() for p in stack.parameters()]
-        (linear, centres, log_gamma, shift) = (
-            params[:n_nodes],
-            params[n_nodes : 2 * n_nodes],
-            params[2 * n_nodes : 3 * n_nodes],
-            params[3 * n_nodes : 4 * n_nodes],
-        )
-        head, bias = params[-2], params[-1]
-        plan = self._plan([a for a, _, _ in jobs])
-
-        # each candidate's own training rows, padded to the chunk's largest region
-        rows = [torch.nonzero(masks[j][tr.c_train]).squeeze(1) for j in range(c)]
-        n_max = max(len(r) for r in rows)
-        index = torch.zeros(c, n_max, dtype=torch.long)
-        weights = torch.zeros(c, n_max)
+            nets.append(net)
+            rows.append(torch.nonzero(sel).squeeze(1))
+        nodes = self._plan(archs)
+        params = self._stack(nets, nodes)
+        c, n_max = len(jobs), max(len(r) for r in rows)
+        index = torch.zeros(c, n_max, dtype=torch.long, device=self.device)
+        weights = torch.zeros(c, n_max, device=self.device)
         for j, r in enumerate(rows):
             index[j, : len(r)] = r
             weights[j, : len(r)] = 1.0 / len(r)
-        x = self._standardised(tr.x_train)[index]  # (C, n_max, W)
-        y = tr.y_train[index].reshape(-1)
-
-        def forward(x_in: torch.Tensor, train: bool) -> torch.Tensor:
-            states = [x_in if x_in.dim() == 3 else x_in.expand(c, *x_in.shape)]
-            for i in range(n_nodes):
-                parts = []
-                for op, src, idx in plan["groups"][i]:
-                    xi = states[src].index_select(0, idx)
-                    if op == "linear":
-                        yi = torch.bmm(xi, linear[i].index_select(0, idx))
-                    elif op == "rbf":
-                        cen = centres[i].index_select(0, idx)
-                        g = log_gamma[i].index_select(0, idx).exp().unsqueeze(1)
-                        yi = torch.exp(-g * squared_distances(xi, cen))
-                        yi = F.pad(yi, (0, self.width - yi.shape[-1]))
-                    elif op == "identity":
-                        yi = xi
-                    elif op == "square":
-                        yi = xi * xi
-                    elif op == "shift":
-                        yi = xi + shift[i].index_select(0, idx).unsqueeze(1)
-                    elif op == "relu":
-                        yi = torch.relu(xi)
-                    elif op == "dropout":
-                        yi = F.dropout(xi, space.dropout, training=train)
-                    else:  # pragma: no cover - validated above
-                        raise ValueError(op)
-                    parts.append(yi)
-                # groups are a permutation of the candidates: undo it once
-                states.append(torch.cat(parts).index_select(0, plan["inverse"][i]))
-            logits = bias.unsqueeze(1)
-            for i in range(n_nodes):
-                leaf = plan["leaf"][:, i, None, None]
-                logits = logits + torch.bmm(states[i + 1], head[:, i]) * leaf
-            return logits
-
-        opt = torch.optim.Adam(params, lr=tr.config.lr, weight_decay=tr.config.weight_decay)
-        if tr.config.batch_size is not None:
-            raise ValueError("batched training runs full-batch (TrainConfig.batch_size=None)")
-        for _ in range(tr.config.steps):
-            logits = forward(x, train=True)
-            nll = F.cross_entropy(logits.reshape(-1, tr.n_out), y, reduction="none")
-            loss = (nll.view(c, -1) * weights).sum()
+        x = self.x_train[index].transpose(1, 2).contiguous()  # (C, W, n)
+        target = self._targets(tr.y_train[index])
+        torch.manual_seed(jobs[0][2])  # the chunk's dropout stream
+        opt = torch.optim.Adam(
+            params["all"], lr=cfg.lr, weight_decay=cfg.weight_decay, fused=self._fused()
+        )
+        for _ in range(cfg.steps):
+            nll = self._nll(self._forward(x, nodes, params, train=True), target)
+            loss = (nll * weights).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
         with torch.no_grad():
-            logits = forward(self._standardised(tr.x_val), train=False)
-            nll = F.cross_entropy(
-                logits.reshape(-1, tr.n_out), tr.y_val.repeat(c), reduction="none"
-            ).view(c, -1)
-            losses = [
-                bucket_by_cluster(nll[j], tr.c_val, tr.task.n_clusters).double().cpu().numpy()
-                for j in range(c)
-            ]
+            x_val = self.x_val.expand(c, *self.x_val.shape)
+            target = self._targets(tr.y_val.expand(c, *tr.y_val.shape))
+            nll = self._nll(self._forward(x_val, nodes, params, train=False), target)
+            m = tr.task.n_clusters
+            sums = torch.zeros(c, m, dtype=nll.dtype, device=nll.device)
+            sums.index_add_(1, tr.c_val, nll)
+            counts = torch.bincount(tr.c_val, minlength=m).to(nll.dtype)
+            losses = (sums / counts).double().cpu().numpy()
         per = (time.perf_counter() - t0) / c
-        return [TrainOutcome(v, per) for v in losses]
+        return [TrainOutcome(losses[j], per) for j in range(c)]
+
+    def _fused(self) -> bool:
+        return self.device.type in ("cpu", "cuda")
+
+    def _forward(self, x: torch.Tensor, nodes: list[_Node], params: dict, train: bool):
+        """(C, W, n) inputs -> (C, n_out, n) outputs of every candidate."""
+        states = [x]
+        for i, node in enumerate(nodes):
+            stacked = torch.cat(states) if len(states) > 1 else states[0]
+            inputs = stacked.index_select(0, node.gather).split(node.sizes)
+            outs = [
+                self._op(op, xi, params, i, train) for op, xi in zip(node.ops, inputs, strict=True)
+            ]
+            states.append(torch.cat(outs).index_select(0, node.restore))
+        cell = torch.cat(states[1:], dim=1)  # (C, n_nodes * W, n)
+        return torch.baddbmm(params["bias"], params["head"] * params["leaf"], cell)
+
+    def _op(self, op: str, x: torch.Tensor, params: dict, i: int, train: bool) -> torch.Tensor:
+        if op == "linear":
+            return F.pad(torch.bmm(params[("linear", i)], x), (0, 0, 0, self._pad_hidden))
+        if op == "rbf":
+            centres, log_gamma = params[("rbf", i)]
+            # (G, 1, W, n) - (G, R, W, 1), summed over features -> (G, R, n)
+            d2 = (x.unsqueeze(1) - centres).pow(2).sum(2)
+            y = torch.exp(-log_gamma.exp().unsqueeze(-1) * d2)
+            return F.pad(y, (0, 0, 0, self.width - y.shape[1]))
+        if op == "identity":
+            return x
+        if op == "square":
+            return x * x
+        if op == "shift":
+            return x + params[("shift", i)]
+        if op == "relu":
+            return torch.relu(x)
+        if op == "dropout":
+            return F.dropout(x, self.space.dropout, training=train)
+        raise ValueError(op)  # pragma: no cover - validated before training
+
+    @property
+    def _pad_hidden(self) -> int:
+        return self.width - self.space.hidden
+
+    def _targets(self, y: torch.Tensor) -> torch.Tensor:
+        """Classification: a one-hot (C, classes, n) float mask; Student-t: (C, H, n)."""
+        if self.student_t:
+            return y.transpose(1, 2).float()
+        return F.one_hot(y, self.trainer.n_out).transpose(1, 2).float()
+
+    def _nll(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per-sample NLL, (C, n): cross-entropy over the class dimension, or the
+        Student-t NLL averaged over outputs, as `per_sample_nll` computes it."""
+        if self.student_t:
+            c, _, n = out.shape
+            raw = out.view(c, -1, 3, n)
+            scale = 1e-3 + F.softplus(raw[:, :, 1])
+            df = 2.0 + F.softplus(raw[:, :, 2])
+            return student_t_nll(raw[:, :, 0], scale, df, target).mean(1)
+        shift = out.detach().amax(1, keepdim=True)
+        z = out - shift
+        return z.exp().sum(1).log() - (z * target).sum(1)
+
+    # -- layout ------------------------------------------------------------------------------
+    def _plan(self, archs: Sequence[Arch]) -> list[_Node]:
+        """Per node: candidates sorted by op (stable), the gather rows into the stacked
+        states (state s of candidate j is row s * C + j) and the inverse permutation."""
+        c = len(archs)
+        nodes = []
+        for i in range(self.space.n_nodes):
+            by_op: dict[str, list[int]] = {}
+            for j, a in enumerate(archs):
+                by_op.setdefault(a.ops[i], []).append(j)
+            order = [j for members in by_op.values() for j in members]
+            gather = torch.tensor([archs[j].inputs[i] * c + j for j in order])
+            restore = torch.empty(c, dtype=torch.long)
+            restore[torch.tensor(order)] = torch.arange(c)
+            nodes.append(
+                _Node(
+                    gather.to(self.device),
+                    restore.to(self.device),
+                    list(by_op),
+                    [len(m) for m in by_op.values()],
+                    list(by_op.values()),
+                )
+            )
+        return nodes
+
+    def _stack(self, nets: list[TabularNet], nodes: list[_Node]) -> dict:
+        """The chunk's trainable tensors, copied from the freshly initialised networks."""
+        w, c, n_nodes = self.width, len(nets), self.space.n_nodes
+        n_out = self.trainer.n_out
+        z = torch.zeros
+        params: dict = {}
+        widths = [[self.in_dim] for _ in nets]  # per candidate: the width of each state
+        with torch.no_grad():
+            for i, node in enumerate(nodes):
+                for op, members in zip(node.ops, node.members, strict=True):
+                    g = len(members)
+                    if op == "linear":
+                        params[("linear", i)] = z(g, self.space.hidden, w)
+                    elif op == "rbf":
+                        r = self.space.rbf_centres
+                        params[("rbf", i)] = (z(g, r, w, 1), z(g, r))
+                    elif op == "shift":
+                        params[("shift", i)] = z(g, w, 1)
+                    for slot, j in enumerate(members):
+                        module = nets[j].cell.ops[i]
+                        w_in = widths[j][nets[j].cell.arch.inputs[i]]
+                        if isinstance(module, torch.nn.Linear):
+                            params[("linear", i)][slot, :, :w_in] = module.weight
+                            widths[j].append(module.weight.shape[0])
+                        elif isinstance(module, RBF):
+                            centres, log_gamma = params[("rbf", i)]
+                            centres[slot, :, :w_in, 0] = module.centres
+                            log_gamma[slot] = module.log_gamma
+                            widths[j].append(module.centres.shape[0])
+                        else:
+                            if isinstance(module, Shift):
+                                params[("shift", i)][slot, :w_in, 0] = module.shift
+                            widths[j].append(w_in)
+            head = z(c, n_out, n_nodes * w)
+            leaf = z(c, 1, n_nodes * w)
+            bias = z(c, n_out, 1)
+            for j, net in enumerate(nets):
+                offset = 0
+                for leaf_node in net.cell.arch.leaves:
+                    width = widths[j][leaf_node + 1]
+                    cols = slice(leaf_node * w, leaf_node * w + width)
+                    head[j, :, cols] = net.head.weight[:, offset : offset + width]
+                    leaf[j, 0, cols] = 1.0
+                    offset += width
+                bias[j, :, 0] = net.head.bias
+        params["head"], params["leaf"], params["bias"] = head, leaf.to(self.device), bias
+        trainable = [params["head"], params["bias"]]
+        for key, value in list(params.items()):
+            if isinstance(key, tuple):
+                trainable.extend(value if isinstance(value, tuple) else [value])
+        moved = {id(t): t.to(self.device).requires_grad_() for t in trainable}
+        for key, value in list(params.items()):
+            if key == "leaf":
+                continue
+            if isinstance(value, tuple):
+                params[key] = tuple(moved[id(t)] for t in value)
+            else:
+                params[key] = moved[id(value)]
+        params["all"] = list(moved.values())
+        return params
 
     def _standardised(self, x: torch.Tensor) -> torch.Tensor:
+        """(x - mean) / std as every `TabularNet` computes it, zero-padded to W features."""
         tr = self.trainer
-        mean = torch.as_tensor(tr.x_mean, device=x.device)
-        std = torch.as_tensor(tr.x_std, device=x.device)
-        return F.pad((x - mean) / std, (0, self.width - self.in_dim))
+        mean = torch.as_tensor(tr.x_mean, dtype=torch.float32, device=x.device)
+        std = torch.as_tensor(tr.x_std, dtype=torch.float32, device=x.device)
+        flat = x.reshape(len(x), -1)
+        return F.pad((flat - mean) / std, (0, self.width - self.in_dim))
 
-    def _plan(self, archs: Sequence[Arch]) -> dict:
-        """Per node: candidates grouped by (op, input state), and the inverse permutation
-        that puts the concatenated group outputs back in candidate order."""
-        c, n_nodes = len(archs), self.space.n_nodes
-        groups, inverse = [], []
-        for i in range(n_nodes):
-            by_key: dict[tuple[str, int], list[int]] = {}
-            for j, a in enumerate(archs):
-                by_key.setdefault((a.ops[i], a.inputs[i]), []).append(j)
-            order = [j for idx in by_key.values() for j in idx]
-            groups.append([(op, src, torch.tensor(idx)) for (op, src), idx in by_key.items()])
-            inv = torch.empty(c, dtype=torch.long)
-            inv[torch.tensor(order)] = torch.arange(c)
-            inverse.append(inv)
-        leaf = torch.zeros(c, n_nodes)
-        for j, a in enumerate(archs):
-            leaf[j, list(a.leaves)] = 1.0
-        return {"groups": groups, "inverse": inverse, "leaf": leaf}
+
+__all__ = ["MAX_CELLS", "BatchedTabularTrainer", "job_chunks", "plan_chunks", "supports"]
