@@ -11,7 +11,7 @@ import torch
 from scipy.stats import kendalltau
 
 from ..space.arch import Arch, CellSpace
-from ..train.trainer import check_float, check_int, config_from_dict
+from ..train.trainer import check_float, check_int, config_from_dict, intra_op_threads
 from .gnn import SurrogateNet, normalised_adjacency
 
 #: the surrogate network's dtype: float32 fits ~1.5x faster than float64 (the fit is
@@ -30,6 +30,9 @@ class SurrogateConfig:
     epochs_refit: int = 150  # refits warm-start from the previous weights
     clip_quantile: float = 0.95
     mc_samples: int = 20  # T stochastic passes for the MC-dropout mean / std
+    # intra-op threads for fits (compute-bound, large enough to use a second core); part of
+    # the config because results depend on it through summation order
+    threads: int = 1
 
     def __post_init__(self) -> None:
         check_int(self, "hidden", 1)
@@ -41,6 +44,7 @@ class SurrogateConfig:
         check_int(self, "epochs_refit", 1)
         check_float(self, "clip_quantile", 0.0, 1.0, low_open=True)
         check_int(self, "mc_samples", 1)
+        check_int(self, "threads", 1)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "surrogate") -> SurrogateConfig:
@@ -118,6 +122,12 @@ class Surrogate:
     # -- fit -------------------------------------------------------------------------------
     def fit(self, archs: Sequence[Arch], masks: np.ndarray, losses: np.ndarray, seed: int) -> float:
         """Fit (or warm-start refit) on observations; returns the final training MSE."""
+        with intra_op_threads(self.config.threads):
+            return self._fit(archs, masks, losses, seed)
+
+    def _fit(
+        self, archs: Sequence[Arch], masks: np.ndarray, losses: np.ndarray, seed: int
+    ) -> float:
         if len(archs) == 0:
             raise ValueError("the surrogate needs at least one observation to fit")
         losses = np.asarray(losses, dtype=np.float64)

@@ -43,7 +43,7 @@ from ..data.task import ClusteredTask
 from ..forecast import student_t_nll
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
-from .trainer import TrainConfig, Trainer, TrainOutcome
+from .trainer import TrainConfig, Trainer, TrainOutcome, intra_op_threads
 
 Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
 
@@ -144,9 +144,10 @@ class BatchedTabularTrainer:
                 raise ValueError("mask selects no cluster; a candidate needs training data")
         rows = [int(tr.task.cluster_sizes[np.asarray(m, bool)].sum()) for _, m, _ in jobs]
         out: list[TrainOutcome | None] = [None] * len(jobs)
-        for chunk in plan_chunks(rows, self.max_batch, self.width):
-            for i, res in zip(chunk, self._train_chunk([jobs[i] for i in chunk]), strict=True):
-                out[i] = res
+        with intra_op_threads(tr.config.batch_threads):
+            for chunk in plan_chunks(rows, self.max_batch, self.width):
+                for i, res in zip(chunk, self._train_chunk([jobs[i] for i in chunk]), strict=True):
+                    out[i] = res
         return out  # type: ignore[return-value]
 
     # -- one chunk ---------------------------------------------------------------------------

@@ -178,7 +178,10 @@ class TrainConfig:
     where the space allows it (tabular cells trained full-batch, `sgem.train.batched`); 1
     trains one at a time. Small candidates are dominated by per-kernel overhead, so this is
     the main lever on the search's speed. The grouping follows from the job list alone, so
-    every executor computes the same numbers.
+    every executor computes the same numbers. `batch_threads`: intra-op threads for such a
+    program (its tensors are large enough to use more than one core; one small network is
+    slower on several threads). Results depend on it through summation order, so it is part
+    of the config.
     """
 
     steps: int = 150
@@ -195,6 +198,7 @@ class TrainConfig:
     amp: bool = True
     channels_last: bool = True
     batch_candidates: int = 16
+    batch_threads: int = 1
 
     def __post_init__(self) -> None:
         check_int(self, "steps", 1)
@@ -211,6 +215,7 @@ class TrainConfig:
         check_bool(self, "amp")
         check_bool(self, "channels_last")
         check_int(self, "batch_candidates", 1)
+        check_int(self, "batch_threads", 1)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "train") -> TrainConfig:
@@ -264,6 +269,21 @@ def schedule_lr(opt: torch.optim.Optimizer, cfg: TrainConfig, step: int, total: 
     lr = 0.5 * cfg.lr * (1.0 + math.cos(math.pi * step / max(total, 1)))
     for group in opt.param_groups:
         group["lr"] = lr
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int) -> Iterator[None]:
+    """Run the block on `n` torch intra-op threads, then restore the caller's count (a
+    switch costs well under a microsecond)."""
+    before = torch.get_num_threads()
+    if n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def autocast(
