@@ -39,6 +39,7 @@ Any scale can be shrunk with --n-windows / --n-clusters / --iterations / --budge
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -75,8 +76,13 @@ BASELINES = [
     "mole",
     "oracle",
 ]
+#: external references from a well-kept library (the `bench` extra); run when installed
+EXTERNAL = ["auto_ets", "auto_theta"]
+if importlib.util.find_spec("statsforecast") is not None:
+    BASELINES += EXTERNAL
 BLOCKS = [
     ("statistical / linear, no routing", ["naive", "seasonal_naive", "dlinear"]),
+    ("statsforecast references, one local model per window", EXTERNAL),
     (
         "cluster gate, no domain labels",
         ["global_single", "random_moe", "geometry", "bestarch_x_k", "nas_moe", "sgem"],
@@ -96,6 +102,8 @@ LABELS = {
     "sgem": "SGEM",
     "mole": "MoLE",
     "oracle": "Per-domain specialists",
+    "auto_ets": "AutoETS (statsforecast)",
+    "auto_theta": "AutoTheta (statsforecast)",
 }
 
 #: The smoke scale: the `ts-offline` preset with this file's overrides, the same run config

@@ -1,0 +1,130 @@
+"""External statistical references: statsforecast's AutoETS and AutoTheta, fitted per window.
+
+These are the references the forecasting literature reports beside learned models. Each
+test window's context is fitted on its own (a local model, as `StatsForecast` fits one
+model per series), with the season chosen from the context exactly as `seasonal_naive`
+chooses it (no frequency metadata: it would reveal the domain). Their prediction intervals
+are Gaussian, so the 80% interval and the mean give a Normal forecast (a Student-t with
+large df) that is scored by the same code as every other method: NLL, CRPS, MASE, wQL.
+
+A local model can diverge on a short or odd window (AutoETS on hourly air-quality windows
+has): a forecast that is not finite, or whose spread or level is absurd for its context, is
+replaced by the seasonal-naive forecast of that window, and the count is reported
+(`fallback_windows`). Needs the `bench` extra: `pip install -e ".[bench]"`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..data.task import ClusteredTask
+from .base import BaselineSetup, forecast_result, require_forecasting, student_t_output
+from .naive import MIN_SPREAD
+from .seasonal_naive import choose_seasons, seasonal_forecast
+
+#: z of the 90% quantile: an 80% central interval spans 2 * Z80 standard deviations
+Z80 = 1.2815515655446004
+#: the Student-t df that stands for a Normal forecast
+NORMAL_DF = 1000.0
+#: a forecast further than this many context ranges from the context is "diverged"
+MAX_RANGES = 20.0
+
+
+def normal_from_interval(mean: np.ndarray, lo80: np.ndarray, hi80: np.ndarray) -> np.ndarray:
+    """Scale of the Normal whose 10% and 90% quantiles are `lo80` and `hi80`."""
+    return np.maximum((np.asarray(hi80) - np.asarray(lo80)) / (2.0 * Z80), MIN_SPREAD)
+
+
+def diverged(context: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> bool:
+    """Not finite, or a level or spread beyond `MAX_RANGES` ranges of the context."""
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
+        return True
+    span = max(float(np.ptp(context)), float(np.mean(np.abs(context))), 1e-6)
+    far = np.max(np.abs(mean - context[-1])) > MAX_RANGES * span
+    return bool(far or np.max(scale) > MAX_RANGES * span)
+
+
+class StatsForecastReference:
+    """One statsforecast model per test window; subclasses name the model."""
+
+    name = "statsforecast"
+    uses_domain_labels = False
+
+    def model(self, season: int):
+        raise NotImplementedError
+
+    def forecast_window(self, context: np.ndarray, horizon: int, season: int):
+        """(mean, scale) of one window, each (H,); raises on a failed fit."""
+        out = self.model(season).forecast(y=context, h=horizon, level=[80])
+        mean = np.asarray(out["mean"], dtype=np.float64)
+        return mean, normal_from_interval(mean, out["lo-80"], out["hi-80"])
+
+    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+        require_forecasting(task, self.name)
+        try:
+            import statsforecast  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                f"the {self.name} reference needs statsforecast: pip install -e '.[bench]'"
+            ) from exc
+        start = time.perf_counter()
+        x = task.test.x.reshape(len(task.test), -1).astype(np.float64)
+        horizon = int(task.test.y.shape[1])
+        seasons = choose_seasons(x)
+        fallback_loc, fallback_scale = seasonal_forecast(x, horizon)
+        loc, scale = fallback_loc.copy(), fallback_scale.copy()
+        fallbacks = 0
+        for i, (context, season) in enumerate(zip(x, seasons, strict=True)):
+            try:
+                mean, spread = self.forecast_window(context, horizon, int(season))
+            except Exception:  # a local fit that fails is a diverged window
+                mean, spread = np.full(horizon, np.nan), np.full(horizon, np.nan)
+            if diverged(context, mean, spread):
+                fallbacks += 1
+                continue
+            loc[i], scale[i] = mean, spread
+        out = student_t_output(loc, scale, np.full_like(loc, NORMAL_DF))
+        extra = {"fallback_windows": fallbacks, "windows": len(x)}
+        return forecast_result(self.name, task, setup, out, seed, start, extra)
+
+
+class AutoETSReference(StatsForecastReference):
+    """statsforecast AutoETS (error, trend, season chosen by AICc), per window."""
+
+    name = "auto_ets"
+
+    def model(self, season: int):
+        from statsforecast.models import AutoETS
+
+        return AutoETS(season_length=max(int(season), 1))
+
+
+class AutoThetaReference(StatsForecastReference):
+    """statsforecast AutoTheta (the Theta variant chosen by in-sample error), per window."""
+
+    name = "auto_theta"
+
+    def model(self, season: int):
+        from statsforecast.models import AutoTheta
+
+        return AutoTheta(season_length=max(int(season), 1))
+
+
+def _register() -> None:
+    from . import register_baseline
+
+    register_baseline(AutoETSReference.name, AutoETSReference)
+    register_baseline(AutoThetaReference.name, AutoThetaReference)
+
+
+_register()
+
+__all__ = [
+    "AutoETSReference",
+    "AutoThetaReference",
+    "StatsForecastReference",
+    "diverged",
+    "normal_from_interval",
+]

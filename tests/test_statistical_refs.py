@@ -1,0 +1,82 @@
+"""statsforecast references (AutoETS, AutoTheta): interval -> Normal conversion, divergence
+fallback to seasonal naive, and an end-to-end fit on small real-looking series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgem.baselines import BaselineSetup, available, get_baseline
+from sgem.baselines.statistical import (
+    Z80,
+    AutoThetaReference,
+    diverged,
+    normal_from_interval,
+)
+from sgem.data.timeseries import make_timeseries_task
+
+CONTEXT, HORIZON = 48, 8
+
+
+def _task():
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    domains = {
+        "daily_cycle": [10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400)],
+        "walk": [50 + np.cumsum(rng.normal(0, 1, 400))],
+        "trend": [1 + 0.05 * t + rng.normal(0, 0.5, 400)],
+    }
+    return make_timeseries_task(
+        domains, n_windows=120, n_clusters=4, context=CONTEXT, horizon=HORIZON, seed=0
+    )
+
+
+def test_the_references_are_registered() -> None:
+    assert {"auto_ets", "auto_theta"} <= set(available())
+
+
+def test_an_80_percent_interval_gives_the_normal_scale() -> None:
+    scale = normal_from_interval(np.zeros(3), -np.array([1.0, 2.0, 3.0]) * Z80, [Z80, 2 * Z80, 0])
+    np.testing.assert_allclose(scale[:2], [1.0, 2.0])
+    assert scale[2] > 0  # a degenerate interval keeps a positive floor
+
+
+def test_divergence_is_detected() -> None:
+    context = np.sin(np.arange(48) / 3.0) + 5
+    ok = np.full(8, 5.0)
+    assert not diverged(context, ok, np.full(8, 0.5))
+    assert diverged(context, np.full(8, np.nan), np.full(8, 0.5))
+    assert diverged(context, np.full(8, 5e4), np.full(8, 0.5))
+    assert diverged(context, ok, np.full(8, 1e6))
+
+
+def test_a_diverged_window_falls_back_to_seasonal_naive(monkeypatch) -> None:
+    """Every window 'fails' here, so the result must equal seasonal naive's point forecast
+    and count every window as a fallback."""
+    pytest.importorskip("statsforecast")
+    task = _task()
+    ref = AutoThetaReference()
+
+    def boom(context, horizon, season):
+        raise RuntimeError("no fit")
+
+    monkeypatch.setattr(ref, "forecast_window", boom)
+    setup = BaselineSetup(space=None, crps_samples=20)
+    row = ref.fit_evaluate(task, setup, seed=0)
+    assert row["fallback_windows"] == row["windows"] == len(task.test)
+    assert np.isfinite(row["test_nll"]) and np.isfinite(row["test_crps"])
+
+
+@pytest.mark.parametrize("name", ["auto_theta", "auto_ets"])
+def test_references_score_like_every_other_method(name) -> None:
+    pytest.importorskip("statsforecast")
+    task = _task()
+    setup = BaselineSetup(space=None, crps_samples=20)
+    row = get_baseline(name).fit_evaluate(task, setup, seed=0)
+    naive = get_baseline("naive").fit_evaluate(task, setup, seed=0)
+    for key in ("test_nll", "test_crps", "test_mase", "test_wql"):
+        assert np.isfinite(row[key]), key
+    assert row["fallback_windows"] < row["windows"]
+    # local ETS / Theta models forecast these clean seasonal and trend series better than
+    # the last value
+    assert row["test_crps"] < naive["test_crps"]
