@@ -23,6 +23,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from ..errors import SgemUserError
+from .npz import read_xy_npz
 
 log = logging.getLogger(__name__)
 
@@ -205,20 +206,7 @@ def read_image_npz(path: str | os.PathLike) -> ImageData:
     path = Path(path).expanduser()
     if not path.is_file():
         raise SgemUserError(f"{path}: no such file; check the path")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except ValueError as exc:
-        raise SgemUserError(
-            f"{path}: could not be read without pickle ({exc}); save plain arrays with "
-            "np.savez(path, x=images, y=labels)"
-        ) from exc
-    except (OSError, EOFError) as exc:
-        raise SgemUserError(f"{path}: not a readable .npz file ({exc})") from exc
-    if "x" not in arrays or "y" not in arrays:
-        raise SgemUserError(
-            f"{path} holds arrays {sorted(arrays)}; expected 'x' (images) and 'y' (labels)"
-        )
+    arrays = read_xy_npz(path, "images", "labels", "np.savez(path, x=images, y=labels)")
     x, y = arrays["x"], arrays["y"]
     if x.dtype != np.uint8:
         raise SgemUserError(

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SgemUserError
+from .npz import read_xy_npz
 
 log = logging.getLogger(__name__)
 
@@ -290,21 +291,7 @@ def _feature_names(columns: list[dict[str, Any]]) -> list[str]:
 
 
 def _read_npz(path: Path, target: str | None) -> tuple[pd.DataFrame, str]:
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except ValueError as exc:
-        raise SgemUserError(
-            f"{path}: could not be read without pickle ({exc}); save plain numeric arrays "
-            "with np.savez(path, x=..., y=...)"
-        ) from exc
-    except (OSError, EOFError) as exc:
-        raise SgemUserError(f"{path}: not a readable .npz file ({exc})") from exc
-    if "x" not in arrays or "y" not in arrays:
-        raise SgemUserError(
-            f"{path} holds arrays {sorted(arrays)}; expected 'x' (n, d) features and 'y' (n,) "
-            "targets: save it with np.savez(path, x=x, y=y)"
-        )
+    arrays = read_xy_npz(path, "(n, d) features", "(n,) targets", "np.savez(path, x=x, y=y)")
     x, y = arrays["x"], arrays["y"]
     if x.ndim == 1:
         x = x[:, None]
