@@ -94,6 +94,7 @@ def test_a_config_built_in_python_writes_every_field():
         "seed",
         "device",
         "final_epochs",
+        "final_length",
         "crps_samples",
         "time_budget",
     ]
@@ -177,3 +178,12 @@ def test_named_streams_are_the_old_literals():
     )
     for seed, k in ((0, 0), (0, 3), (7, 2), (123, 9)):
         assert expert_seed(seed, k) == gate_expert_seed(seed, k) == seed * 101 + k
+
+
+def test_final_length_is_checked_and_forecasting_presets_choose_it_on_validation() -> None:
+    assert load_run_config("ts-offline").final_length == "validation"
+    assert load_run_config("ts-paper").final_length == "validation"
+    assert load_run_config("toy").final_length == "fixed"
+    data = load_run_config("toy").to_dict() | {"final_length": "early"}
+    with pytest.raises(SgemUserError, match="final_length must be one of"):
+        RunConfig.from_dict(data)

@@ -48,6 +48,12 @@ def test_cli_run_writes_forecasting_scores_and_recovery(ts_run):
     assert len(result["routing"]) == result["n_clusters"] <= 6
     assert sum(result["n_windows"].values()) == 400
     assert (out / "store.sqlite").exists() and (out / "convergence.png").exists()
+    # forecasting presets choose each final expert's length on validation
+    chosen = [c for c in result["final_length"] if c is not None]
+    assert chosen and len(result["final_steps"]) == len(result["architectures"])
+    for choice, steps in zip(result["final_length"], result["final_steps"], strict=True):
+        if choice is not None:
+            assert steps == choice["refit_steps"] >= 1
 
 
 def test_presets_build_their_tasks_and_spaces():

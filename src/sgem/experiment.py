@@ -101,6 +101,7 @@ def finish(
     *,
     final_steps: int,
     final_epochs: float | None = None,
+    final_length: str = "fixed",
     crps_samples: int = 100,
     n_trained: int = 0,
     started: float | None = None,
@@ -108,7 +109,8 @@ def finish(
     uses_domain_labels: bool = False,
 ) -> MethodResult:
     """Retrain the cluster-gated MoE of a routing and its cells on train + validation and
-    test it once (the protocol every method shares)."""
+    test it once (the protocol every method shares). `final_length`: "fixed" or
+    "validation" (each expert's length chosen on validation, `sgem.moe.final_length`)."""
     started = time.perf_counter() if started is None else started
     moe, report = train_final_moe(
         task,
@@ -119,6 +121,7 @@ def finish(
         seed=seed,
         epochs=final_epochs,
         crps_samples=crps_samples,
+        length=final_length,
     )
     return MethodResult(
         method=method,

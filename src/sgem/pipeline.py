@@ -236,6 +236,7 @@ def _execute(
         seed,
         final_steps=search_cfg.final_steps,
         final_epochs=cfg.final_epochs,
+        final_length=cfg.final_length,
         crps_samples=cfg.crps_samples,  # forecasting tasks only
         n_trained=found.n_trained,
         search=found,
@@ -324,6 +325,10 @@ def _budget_plan(
         else:
             final = search_cfg.n_experts * search_cfg.final_steps / search_cfg.train.steps
             final *= max(1.0, n_fit / len(task.train) / search_cfg.n_experts)
+        if cfg.final_length == "validation":
+            from .moe.final_length import PLANNING_FACTOR
+
+            final *= PLANNING_FACTOR
         seconds = float(cfg.time_budget) - (time.perf_counter() - start)
         _, plan = plan_search(search_cfg, seconds, t, final)
         file.write_text(json.dumps(plan, indent=1))
@@ -351,6 +356,10 @@ def _result_json(
             "test_nll": moe["test_nll"],
             "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
             "n_trained": found.n_trained,
+            # optimiser steps each final expert trained for; with final_length "validation"
+            # also how each was chosen (best step, tracking curve)
+            "final_steps": moe.get("steps"),
+            "final_length": moe.get("final_length"),
             "failed_trainings": found.failures,
             "search_seconds": round(found.seconds, 3),
             "wall_seconds": round(seconds, 3),

@@ -36,6 +36,7 @@ from .data.timeseries import make_timeseries_task
 from .data.toy import make_toy_task
 from .data.user_tasks import BUILDERS
 from .errors import SgemUserError
+from .moe.final_length import FINAL_LENGTHS
 from .presets import PRESET_NAMES, load_preset
 from .search.config import SearchConfig
 from .space.registry import build_space
@@ -43,7 +44,7 @@ from .space.registry import build_space
 #: The top-level keys of a run config; `task`, `space`, `search` and `torch_threads` are
 #: always there (every preset has them), the others only where a preset or a user set them.
 REQUIRED = ("task", "space", "search", "torch_threads")
-OPTIONAL = ("final_epochs", "crps_samples", "device", "seed", "time_budget")
+OPTIONAL = ("final_epochs", "final_length", "crps_samples", "device", "seed", "time_budget")
 
 
 def _is_int(value: Any) -> bool:
@@ -63,6 +64,10 @@ class RunConfig:
     seed: int | None = None
     device: str = "cpu"
     final_epochs: int | None = None  # final retrain in epochs (None: search.final_steps)
+    # how long the final experts train: the configured length, or one chosen on validation
+    # (early-stopped on the expert's region, then retrained on train + validation for as
+    # many passes, `sgem.moe.final_length`; AutoGluon's refit_full habit)
+    final_length: str = "fixed"
     crps_samples: int = 100  # forecasting tasks: samples of the sample-based CRPS
     time_budget: float | None = None  # seconds for the whole run (None: no budget)
     #: the top-level keys the config was read with, in their order: `to_dict` writes those
@@ -103,6 +108,10 @@ class RunConfig:
         epochs = self.final_epochs
         if epochs is not None and (not _is_int(epochs) or epochs < 0):
             raise SgemUserError(f"final_epochs must be an integer >= 0 or null, got {epochs!r}")
+        if self.final_length not in FINAL_LENGTHS:
+            raise SgemUserError(
+                f"final_length must be one of {list(FINAL_LENGTHS)}, got {self.final_length!r}"
+            )
         if not _is_int(self.crps_samples) or self.crps_samples < 1:
             raise SgemUserError(f"crps_samples must be an integer >= 1, got {self.crps_samples!r}")
 

@@ -39,6 +39,10 @@ from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
 
 FINAL_LENGTHS = ("fixed", "validation")
+#: what a validation-chosen final training costs, in units of the fixed one, for planning a
+#: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
+#: and the refit on train + validation is the chosen length scaled by the data ratio
+PLANNING_FACTOR = 3.5
 
 
 @dataclass(frozen=True)
