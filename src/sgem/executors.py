@@ -4,6 +4,12 @@ All backends take a batch of independent `TrainJob`s and return one `JobResult` 
 in job order. A job that raises (or whose worker dies) comes back with its traceback;
 retrying and recording are the search's business, so every backend behaves the same.
 
+Besides `run` (a whole batch, waiting), the built-in backends take chunks one at a time
+(`submit_chunk` -> a `ChunkFuture`), so a pipelined search keeps batches in flight while it
+refits: inline runs a chunk when its result is asked for, processes and Ray return futures.
+`submit` / `collect` do that for a whole batch. What is computed never depends on when it
+runs: the chunks follow from the job list alone.
+
 Jobs travel in *chunks* (`sgem.train.batched.job_chunks`): where the space allows, a chunk
 of small candidates trains as one vectorised program, else a chunk is one job. The chunks
 follow from the job list alone and every backend runs a chunk through the same
@@ -12,53 +18,33 @@ follow from the job list alone and every backend runs a chunk through the same
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from .space.arch import Arch
+from .jobs import (
+    ChunkFuture,
+    Deferred,
+    Executor,
+    JobResult,
+    Submission,
+    TrainerFactory,
+    TrainJob,
+    collect,
+    gather,
+    job_seed,
+    make_trainer,
+    plan_jobs,
+    submit,
+    submit_chunk,
+)
 
 if TYPE_CHECKING:
     from .train.batched import BatchedTabularTrainer
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    arch: Arch
-    mask: np.ndarray
-    seed: int
-
-
-@dataclass(frozen=True)
-class JobResult:
-    losses: np.ndarray | None
-    seconds: float
-    device: str
-    error: str | None = None
-
-
-def job_seed(run_seed: int, arch: Arch, mask: np.ndarray) -> int:
-    """A training seed derived from the content of the job, not from its position in the
-    run: the same (arch, mask) always trains identically, whichever worker runs it and
-    whether or not the run was interrupted and resumed."""
-    text = f"{run_seed}|{arch.key}|{''.join('1' if b else '0' for b in mask)}"
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") % (2**31 - 1)
-
-
-class Executor(Protocol):
-    name: str
-
-    def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]: ...
-
-    def close(self) -> None: ...
 
 
 def _run_one(trainer, job: TrainJob) -> JobResult:
@@ -103,14 +89,6 @@ class ChunkRunner:
         return [_run_one(self.trainer, job) for job in jobs]
 
 
-def _gather(n: int, chunks: list[list[int]], outs: list[list[JobResult]]) -> list[JobResult]:
-    results: list[JobResult | None] = [None] * n
-    for chunk, out in zip(chunks, outs, strict=True):
-        for i, res in zip(chunk, out, strict=True):
-            results[i] = res
-    return results  # type: ignore[return-value]
-
-
 class InlineExecutor:
     """Trains in the search process, chunk after chunk."""
 
@@ -121,9 +99,15 @@ class InlineExecutor:
         self.runner = ChunkRunner(trainer)
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
+        chunks = self.plan_jobs(jobs)
+        return gather(len(jobs), chunks, [self.runner.run([jobs[i] for i in c]) for c in chunks])
+
+    def plan_jobs(self, jobs: Sequence[TrainJob]) -> list[list[int]]:
         tr = self.trainer
-        chunks = plan(tr.task, tr.space, tr.config, jobs)
-        return _gather(len(jobs), chunks, [self.runner.run([jobs[i] for i in c]) for c in chunks])
+        return plan(tr.task, tr.space, tr.config, jobs)
+
+    def submit_chunk(self, jobs: list[TrainJob]) -> ChunkFuture:
+        return Deferred(self.runner.run, jobs)
 
     def close(self) -> None:
         pass
@@ -137,16 +121,21 @@ BatchedExecutor = InlineExecutor
 _WORKER_RUNNER: ChunkRunner | None = None
 
 
-def _worker_init(task, space, train_config, devices: list[str], threads: int) -> None:
+def _worker_init(
+    task,
+    space,
+    train_config,
+    devices: list[str],
+    threads: int,
+    factory: TrainerFactory | None = None,
+) -> None:
     global _WORKER_RUNNER
     import torch
-
-    from .train.trainer import Trainer
 
     torch.set_num_threads(threads)
     ident = os.getpid()
     device = devices[ident % len(devices)] if devices else "cpu"
-    _WORKER_RUNNER = ChunkRunner(Trainer(task, space, train_config, device=device))
+    _WORKER_RUNNER = ChunkRunner(make_trainer(factory, task, space, train_config, device))
 
 
 def _worker_run(jobs: list[TrainJob]) -> list[JobResult]:
@@ -165,14 +154,22 @@ class ProcessExecutor:
 
     name = "processes"
 
-    def __init__(self, task, space, train_config, workers: int = 2, threads: int = 1) -> None:
+    def __init__(
+        self,
+        task,
+        space,
+        train_config,
+        workers: int = 2,
+        threads: int = 1,
+        trainer_factory: TrainerFactory | None = None,
+    ) -> None:
         import torch
 
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
         devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-        self._init_args = (task, space, train_config, devices, threads)
+        self._init_args = (task, space, train_config, devices, threads, trainer_factory)
         self._pool: ProcessPoolExecutor | None = None
 
     def _get_pool(self) -> ProcessPoolExecutor:
@@ -214,18 +211,56 @@ class ProcessExecutor:
         """A dying worker breaks the whole pool and fails every pending chunk with it; the
         jobs lost that way are re-run one at a time in fresh pools, so only the job that
         really kills its worker comes back failed."""
-        task, space, train_config = self._init_args[:3]
-        chunks = plan(task, space, train_config, jobs)
+        chunks = self.plan_jobs(jobs)
         outs, lost = self._run_chunks([[jobs[i] for i in c] for c in chunks])
         if lost and (len(lost) > 1 or len(chunks[lost[0]]) > 1):
             for c in lost:
                 outs[c] = [self._run_chunks([[jobs[i]]])[0][0][0] for i in chunks[c]]
-        return _gather(len(jobs), chunks, outs)
+        return gather(len(jobs), chunks, outs)
+
+    def plan_jobs(self, jobs: Sequence[TrainJob]) -> list[list[int]]:
+        task, space, train_config = self._init_args[:3]
+        return plan(task, space, train_config, jobs)
+
+    def submit_chunk(self, jobs: list[TrainJob]) -> ChunkFuture:
+        pool = self._get_pool()
+        return _PoolChunk(self, pool, pool.submit(_worker_run, jobs), jobs)
+
+    def _lost(self, pool: ProcessPoolExecutor, jobs: list[TrainJob]) -> list[JobResult]:
+        """A chunk whose pool broke (some worker died): the pool is replaced, and the chunk
+        re-runs job by job, so only a job that kills its worker itself comes back failed."""
+        if self._pool is pool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        return [self._run_chunks([[job]])[0][0][0] for job in jobs]
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+class _PoolChunk:
+    """A chunk submitted to a process pool (see `ProcessExecutor.submit_chunk`)."""
+
+    def __init__(
+        self, owner: ProcessExecutor, pool: ProcessPoolExecutor, future: Future, jobs
+    ) -> None:
+        self.owner, self.pool, self.future, self.jobs = owner, pool, future, jobs
+        self._out: list[JobResult] | None = None
+
+    def done(self) -> bool:
+        return self._out is not None or self.future.done()
+
+    def result(self) -> list[JobResult]:
+        if self._out is None:
+            try:
+                self._out = self.future.result()
+            except (BrokenProcessPool, CancelledError):  # a worker died, or a retry's
+                self._out = self.owner._lost(self.pool, self.jobs)  # rebuild cancelled it
+            except Exception:
+                self._out = [JobResult(None, 0.0, "?", traceback.format_exc())] * len(self.jobs)
+        return self._out
 
 
 # -- Ray ----------------------------------------------------------------------------------
@@ -242,11 +277,9 @@ def _ray_train(payload_box: list, jobs: list[TrainJob]) -> list[JobResult]:
     if runner is None:
         import torch
 
-        from .train.trainer import Trainer
-
-        task, space, train_config = ray.get(ref)
+        task, space, train_config, factory = ray.get(ref)
         device = "cuda" if torch.cuda.is_available() and ray.get_gpu_ids() else "cpu"
-        trainer = Trainer(task, space, train_config, device=device)
+        trainer = make_trainer(factory, task, space, train_config, device)
         runner = _RAY_RUNNERS[key] = ChunkRunner(trainer)
     return runner.run(jobs)
 
@@ -266,6 +299,7 @@ class RayExecutor:
         num_cpus: float = 1.0,
         num_gpus: float = 0.0,
         connect_timeout_s: float = 20.0,
+        trainer_factory: TrainerFactory | None = None,
     ) -> None:
         try:
             import ray
@@ -290,23 +324,43 @@ class RayExecutor:
                 ) from exc
             self._owns = True
         self._plan_args = (task, space, train_config)
-        self._payload = [ray.put((task, space, train_config))]
+        self._payload = [ray.put((task, space, train_config, trainer_factory))]
         self._remote = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_retries=0)(_ray_train)
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
-        chunks = plan(*self._plan_args, jobs)
-        refs = [self._remote.remote(self._payload, [jobs[i] for i in c]) for c in chunks]
-        outs = []
-        for ref, chunk in zip(refs, chunks, strict=True):
-            try:
-                outs.append(self._ray.get(ref))
-            except Exception:
-                outs.append([JobResult(None, 0.0, "?", traceback.format_exc())] * len(chunk))
-        return _gather(len(jobs), chunks, outs)
+        return collect(submit(self, jobs))
+
+    def plan_jobs(self, jobs: Sequence[TrainJob]) -> list[list[int]]:
+        return plan(*self._plan_args, jobs)
+
+    def submit_chunk(self, jobs: list[TrainJob]) -> ChunkFuture:
+        return _RayChunk(self._ray, self._remote.remote(self._payload, jobs), len(jobs))
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+class _RayChunk:
+    """A chunk running as one Ray task (see `RayExecutor.submit_chunk`)."""
+
+    def __init__(self, ray, ref, n_jobs: int) -> None:
+        self.ray, self.ref, self.n_jobs = ray, ref, n_jobs
+        self._out: list[JobResult] | None = None
+
+    def done(self) -> bool:
+        if self._out is not None:
+            return True
+        ready, _ = self.ray.wait([self.ref], timeout=0)
+        return bool(ready)
+
+    def result(self) -> list[JobResult]:
+        if self._out is None:
+            try:
+                self._out = self.ray.get(self.ref)
+            except Exception:
+                self._out = [JobResult(None, 0.0, "?", traceback.format_exc())] * self.n_jobs
+        return self._out
 
 
 def _check_reachable(address: str, timeout_s: float) -> None:
@@ -338,22 +392,53 @@ def make_executor(
     num_cpus: float = 1.0,
     num_gpus: float = 0.0,
     trainer=None,
+    trainer_factory: TrainerFactory | None = None,
 ) -> Executor:
     """Build the executor named `kind`: "inline", "batched" (the same as inline, which
     vectorises wherever it can), "processes" or "ray".
 
     In-process executors reuse `trainer` when given (no second copy of the data).
+    `trainer_factory` replaces the real trainer everywhere (e.g. `sgem.latency.LatencyModel`).
     """
     if kind in ("inline", "batched"):
         if trainer is None:
-            from .train.trainer import Trainer
-
-            trainer = Trainer(task, space, train_config)
+            trainer = make_trainer(trainer_factory, task, space, train_config, "cpu")
         return InlineExecutor(trainer)
     if kind == "processes":
-        return ProcessExecutor(task, space, train_config, workers=workers)
+        return ProcessExecutor(
+            task, space, train_config, workers=workers, trainer_factory=trainer_factory
+        )
     if kind == "ray":
         return RayExecutor(
-            task, space, train_config, address=address, num_cpus=num_cpus, num_gpus=num_gpus
+            task,
+            space,
+            train_config,
+            address=address,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            trainer_factory=trainer_factory,
         )
     raise ValueError(f"unknown executor {kind!r}; use 'inline', 'batched', 'processes' or 'ray'")
+
+
+__all__ = [
+    "BatchedExecutor",
+    "ChunkFuture",
+    "ChunkRunner",
+    "Deferred",
+    "Executor",
+    "InlineExecutor",
+    "JobResult",
+    "ProcessExecutor",
+    "RayExecutor",
+    "Submission",
+    "TrainJob",
+    "TrainerFactory",
+    "collect",
+    "job_seed",
+    "make_executor",
+    "plan",
+    "plan_jobs",
+    "submit",
+    "submit_chunk",
+]

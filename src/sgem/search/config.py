@@ -59,6 +59,17 @@ class SearchConfig:
     lb_weight: float = 0.0
     lb_kind: str = "clusters"
     final_steps: int = 600  # training steps of the final experts on train + val
+    # scale-out (both off by default: the search is then exactly the paper's loop).
+    # batch_size q > 0: the S-step proposes q LCB candidates in total per iteration, spread
+    # over the experts and chosen jointly (acquisition.acquire_batch), instead of
+    # `acquisitions_per_expert` per expert; the incumbents are measured as before
+    batch_size: int = 0
+    # pipeline d > 0: S-steps overlap with training at a fixed lag (search.pipelined): batch
+    # t is proposed while batches t-d .. t-1 train, from the surrogate fitted on batches
+    # <= t-d-1, so workers need not wait on a refit; the same search on every executor.
+    # 1 suffices when a step's training outlasts a refit; more hides slower refits at the
+    # cost of staler proposals
+    pipeline: int = 0
     train: TrainConfig = field(default_factory=TrainConfig)
     surrogate: SurrogateConfig = field(default_factory=SurrogateConfig)
 
@@ -80,8 +91,16 @@ class SearchConfig:
             "final_steps",
         ):
             check_int(self, name, 1)
-        # 0 is meaningful: no M-step on R, no acquisitions, no refit, no finalist trainings
-        for name in ("routing_steps", "acquisitions_per_expert", "refit_budget", "finalist_budget"):
+        # 0 is meaningful: no M-step on R, no acquisitions, no refit, no finalist trainings,
+        # per-expert acquisitions (batch_size)
+        for name in (
+            "routing_steps",
+            "acquisitions_per_expert",
+            "refit_budget",
+            "finalist_budget",
+            "batch_size",
+            "pipeline",
+        ):
             check_int(self, name, 0)
         check_float(self, "routing_lr", 0.0, low_open=True)
         # the Gumbel-softmax divides by the temperature: 0 makes every routing NaN

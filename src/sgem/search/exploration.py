@@ -14,6 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import AgglomerativeClustering, KMeans
 
 from ..space.arch import Arch, CellSpace
+from ..store import Observation
 from ..surrogate.model import LossModel, Surrogate
 from .architecture import score_pool
 from .config import SearchConfig
@@ -118,7 +119,15 @@ class Explorer:
     def explore_masks(
         self, archs: list[Arch], sizes: np.ndarray, rng: np.random.Generator, t: int
     ) -> None:
-        """Train each affinity group as a mask with the incumbents and one surrogate pick."""
+        """Train each affinity group as a mask with the incumbents and one surrogate pick
+        (one batch)."""
+        self.ledger.train(self.mask_jobs(archs, sizes, rng), t)
+
+    def mask_jobs(
+        self, archs: list[Arch], sizes: np.ndarray, rng: np.random.Generator
+    ) -> list[Job]:
+        """The exploration masks' jobs: each affinity group with the incumbents and one
+        surrogate pick."""
         groups = affinity_groups(
             self.ledger.store.losses, self.n_groups, self.surrogate.clip_value_
         )
@@ -128,7 +137,26 @@ class Explorer:
             jobs += [
                 (a, region, "explore") for a in (*archs, self.best_for_region(region, sizes, rng))
             ]
-        self.ledger.train(jobs, t)
+        return jobs
+
+    def partition_jobs(
+        self,
+        assignment: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> list[Job]:
+        """What measuring a hard partition trains: per non-empty region, the incumbent and
+        one surrogate-chosen alternative."""
+        jobs: list[Job] = []
+        for k, incumbent in enumerate(archs):
+            region = assignment == k
+            if region.any():
+                jobs += [
+                    (incumbent, region, "jump"),
+                    (self.best_for_region(region, sizes, rng), region, "jump"),
+                ]
+        return jobs
 
     def measure_partition(
         self,
@@ -140,15 +168,18 @@ class Explorer:
     ) -> tuple[float, list[Arch]]:
         """Measured J of a hard partition: per region, the better of the incumbent and one
         surrogate-chosen alternative, both really trained on that region."""
-        jobs: list[Job] = []
-        for k, incumbent in enumerate(archs):
-            region = assignment == k
-            if region.any():
-                jobs += [
-                    (incumbent, region, "jump"),
-                    (self.best_for_region(region, sizes, rng), region, "jump"),
-                ]
-        done = iter(self.ledger.train(jobs, t))
+        jobs = self.partition_jobs(assignment, archs, sizes, rng)
+        return self.partition_value(assignment, archs, sizes, self.ledger.train(jobs, t))
+
+    def partition_value(
+        self,
+        assignment: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        outcomes: list[Observation | None],
+    ) -> tuple[float, list[Arch]]:
+        """`measure_partition`'s value from the outcomes of its `partition_jobs`."""
+        done = iter(outcomes)
         total, best_archs = 0.0, []
         for k, incumbent in enumerate(archs):
             region = assignment == k
@@ -176,6 +207,11 @@ class Explorer:
     ) -> dict:
         """Propose the affinity grouping (labels aligned to the current experts) as a jump;
         with `geometric_jumps`, the first proposal is the K-means split of the centroids."""
+        proposal = self.proposal(assignment, t)
+        return self.evaluate_jump(archs, assignment, proposal, sizes, rng, t)
+
+    def proposal(self, assignment: np.ndarray, t: int) -> np.ndarray:
+        """The partition a jump at iteration `t` proposes (labels aligned to `assignment`)."""
         first_round = t <= self.explore_every  # a function of t: the same after a resume
         if self.geometric_jumps and first_round and self.centroids is not None:
             groups = geometric_partition(self.centroids, self.n_experts, self.ledger.seed)
@@ -183,8 +219,43 @@ class Explorer:
             groups = affinity_groups(
                 self.ledger.store.losses, self.n_experts, self.surrogate.clip_value_
             )
-        proposal = align_labels(groups, assignment, self.n_experts)
-        return self.evaluate_jump(archs, assignment, proposal, sizes, rng, t)
+        return align_labels(groups, assignment, self.n_experts)
+
+    def jump_jobs(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+        t: int,
+    ) -> tuple[dict, list[Job], list[Job]]:
+        """A jump whose trainings go out with a batch and are judged later (`decide_jump`):
+        the record so far, then the jobs measuring the current and the proposed partition
+        (none when the proposal equals the current routing: the record is then final)."""
+        proposal = self.proposal(assignment, t)
+        record: dict = {"proposal": proposal.tolist(), "accepted": False}
+        if np.array_equal(proposal, assignment):
+            record["reason"] = "proposal equals the current routing"
+            return record, [], []
+        current = self.partition_jobs(assignment, archs, sizes, rng)
+        return record, current, self.partition_jobs(proposal, archs, sizes, rng)
+
+    def decide_jump(
+        self,
+        record: dict,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        sizes: np.ndarray,
+        current: list[Observation | None],
+        proposed: list[Observation | None],
+    ) -> dict:
+        """Judge a `jump_jobs` proposal on the outcomes of its trainings (as `evaluate_jump`)."""
+        proposal = np.asarray(record["proposal"])
+        return _judged(
+            record,
+            self.partition_value(assignment, archs, sizes, current),
+            self.partition_value(proposal, archs, sizes, proposed),
+        )
 
     def evaluate_jump(
         self,
@@ -200,13 +271,20 @@ class Explorer:
         if np.array_equal(proposal, assignment):
             record["reason"] = "proposal equals the current routing"
             return record
-        current_value, current_archs = self.measure_partition(assignment, archs, sizes, rng, t)
-        proposal_value, proposal_archs = self.measure_partition(proposal, archs, sizes, rng, t)
-        accepted = proposal_value > current_value
-        record.update(
-            accepted=bool(accepted),
-            measured_current=current_value,
-            measured_proposal=proposal_value,
-            architectures=[a.to_json() for a in (proposal_archs if accepted else current_archs)],
-        )
-        return record
+        current = self.measure_partition(assignment, archs, sizes, rng, t)
+        return _judged(record, current, self.measure_partition(proposal, archs, sizes, rng, t))
+
+
+def _judged(
+    record: dict, current: tuple[float, list[Arch]], proposed: tuple[float, list[Arch]]
+) -> dict:
+    """The jump record with its verdict: accepted only if the proposal measured better."""
+    (current_value, current_archs), (proposal_value, proposal_archs) = current, proposed
+    accepted = proposal_value > current_value
+    record.update(
+        accepted=bool(accepted),
+        measured_current=current_value,
+        measured_proposal=proposal_value,
+        architectures=[a.to_json() for a in (proposal_archs if accepted else current_archs)],
+    )
+    return record

@@ -13,6 +13,9 @@
       refit       the surrogate on all visible observations; checkpoint (checkpoint)
     return        the best *measured* finalist partition, per-region refit (selection)
 
+With `batch_size` the S-step chooses a joint batch (acquisition.acquire_batch); with
+`pipeline` d > 0 the iterations overlap with training at a fixed lag d (pipelined).
+
 Every training goes through the `Ledger` (reuse, retry, request order); every comparison of
 real outcomes uses its `region_value`. The state is checkpointed after every iteration, so
 `fit(..., resume=True)` continues exactly where an interrupted run stopped and reproduces
@@ -27,11 +30,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.special import softmax
-from tqdm.auto import tqdm
 
 from ..data.task import ClusteredTask
 from ..executors import Executor, make_executor
-from ..metrics import partition_match
 from ..random_streams import routing_seed
 from ..space.arch import Arch, CellSpace
 from ..store import ObservationStore
@@ -47,6 +48,7 @@ from .exploration import Explorer, hard_logits
 from .ledger import Ledger
 from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing, objective
+from .pipelined import PipelinedLoop, Proposal, oracle_match, progress_bar, show_row
 from .routing import expected_losses, routing_m_step
 from .selection import canonical_partition, finalise
 
@@ -162,27 +164,11 @@ class SGEM:
             t_done, self.ledger_.failures = restored.iteration, restored.failures
             self.listener("restored", {"trace": trace, "iteration": t_done})
 
-        iterations = tqdm(
-            range(t_done + 1, cfg.n_iterations + 1),
-            desc="SGEM",
-            disable=not self.progress,
-            initial=t_done,
-            total=cfg.n_iterations,
-        )
-        stopped_at = None
-        for t in iterations:
-            if self.deadline is not None and time.perf_counter() > self.deadline:
-                stopped_at = t - 1
-                break
-            logits, archs, row = self._iteration(t, task, logits, archs, sizes, rng)
-            trace.append(row)
-            self._checkpoint(t, logits, archs, rng, trace)
-            self.listener("iteration", {"row": row})
-            if self.progress:
-                iterations.set_postfix(
-                    match=row["oracle_match"], obs=len(self.store_), tau=f"{row['kendall_tau']:.2f}"
-                )
-        iterations.close()
+        if cfg.pipeline:
+            loop = PipelinedLoop(self, task, sizes, rng, trace)
+            logits, archs, stopped_at = loop.run(t_done, logits, archs, state)
+        else:
+            logits, archs, stopped_at = self._loop(task, t_done, logits, archs, trace, sizes, rng)
 
         routing = softmax(logits, axis=1)
         last = hard_routing(routing)  # the final iterate's partition: one of the finalists
@@ -215,6 +201,33 @@ class SGEM:
             selection=selection,
             timing=self.timer_.snapshot(),
         )
+
+    def _loop(
+        self,
+        task: ClusteredTask,
+        t_done: int,
+        logits: np.ndarray,
+        archs: list[Arch],
+        trace: list[dict],
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, list[Arch], int | None]:
+        """Iterations t_done + 1 .. T, one after the other; returns the final logits and
+        incumbents, and the last iteration done if the deadline stopped the loop early."""
+        cfg = self.config
+        iterations = progress_bar(t_done, cfg.n_iterations, self.progress)
+        stopped_at = None
+        for t in iterations:
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                stopped_at = t - 1
+                break
+            logits, archs, row = self._iteration(t, task, logits, archs, sizes, rng)
+            trace.append(row)
+            self._checkpoint(t, logits, archs, rng, trace)
+            self.listener("iteration", {"row": row})
+            show_row(iterations, row, len(self.store_), self.progress)
+        iterations.close()
+        return logits, archs, stopped_at
 
     def _setup(
         self,
@@ -269,28 +282,15 @@ class SGEM:
     ) -> tuple[np.ndarray, list[Arch], dict]:
         """One EM iteration: E-step, M-steps on R and alpha, S-step, exploration, refit."""
         cfg = self.config
-        m, k_experts = task.n_clusters, cfg.n_experts
+        k_experts = cfg.n_experts
         t0, n_before = time.perf_counter(), len(self.store_)
         clock, timing_before = self.timer_, self.timer_.snapshot()
-        routing = softmax(logits, axis=1)
-        uniforms = rng.random((k_experts, cfg.mc_masks, m))
-        with clock.phase("e_step"):
-            q = e_step(routing, expected_losses(self.u_, archs, routing, uniforms))
-        r_info: dict = {"accepted": False}
-        if not cfg.freeze_routing:
-            with clock.phase("routing_m_step"):
-                logits, r_info = self._routing_step(t, logits, q, archs, sizes, uniforms)
-        routing = softmax(logits, axis=1)
-        with clock.phase("architecture_m_step"):
-            pools = architecture_m_step(
-                self.u_, self.space, archs, q, routing, sizes, uniforms, cfg.pool_size, rng
-            )
-        archs = [p.best for p in pools]
-        assignment = hard_routing(routing)
+        p = self._propose(t, task, logits, archs, sizes, rng)
+        logits, archs, routing, assignment = p.logits, p.archs, p.routing, p.assignment
+        uniforms, r_info = p.uniforms, {"accepted": p.routing_step_accepted}
         # S-step: train the LCB-chosen candidates (and measure the incumbents)
         with clock.phase("acquisition"):
-            jobs = acquire(self.u_, cfg, self.seed, pools, q, routing, assignment, sizes, rng, t)
-            tau = train_acquired(self.ledger_, self.surrogate_, jobs, t)
+            tau = train_acquired(self.ledger_, self.surrogate_, p.jobs, t)
         # exploration: affinity masks, then a partition jump accepted on measured J only
         jump: dict | None = None
         if cfg.explore and t % cfg.explore_every == 0:
@@ -321,6 +321,39 @@ class SGEM:
             "phase_seconds": PhaseTimer.difference(clock.snapshot(), timing_before),
         }
         return logits, archs, row
+
+    def _propose(
+        self,
+        t: int,
+        task: ClusteredTask,
+        logits: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> Proposal:
+        """E-step, M-steps on R and alpha, and the S-step's choice of what to train."""
+        cfg = self.config
+        m, k_experts = task.n_clusters, cfg.n_experts
+        clock = self.timer_
+        routing = softmax(logits, axis=1)
+        uniforms = rng.random((k_experts, cfg.mc_masks, m))
+        with clock.phase("e_step"):
+            q = e_step(routing, expected_losses(self.u_, archs, routing, uniforms))
+        r_info: dict = {"accepted": False}
+        if not cfg.freeze_routing:
+            with clock.phase("routing_m_step"):
+                logits, r_info = self._routing_step(t, logits, q, archs, sizes, uniforms)
+        routing = softmax(logits, axis=1)
+        with clock.phase("architecture_m_step"):
+            pools = architecture_m_step(
+                self.u_, self.space, archs, q, routing, sizes, uniforms, cfg.pool_size, rng
+            )
+        archs = [p.best for p in pools]
+        assignment = hard_routing(routing)
+        with clock.phase("acquisition"):
+            jobs = acquire(self.u_, cfg, self.seed, pools, q, routing, assignment, sizes, rng, t)
+        accepted = bool(r_info["accepted"])
+        return Proposal(logits, archs, routing, assignment, uniforms, jobs, accepted)
 
     def _routing_step(
         self,
@@ -390,12 +423,6 @@ class SGEM:
             save_state(self.store_, t, logits, archs, rng, self.surrogate_, trace, self.failures_)
 
 
-def _match(assignment: np.ndarray, task: ClusteredTask) -> float | None:
-    return (
-        None
-        if task.oracle_partition is None
-        else partition_match(assignment, task.oracle_partition)
-    )
-
+_match = oracle_match
 
 __all__ = ["SGEM", "SearchResult", "canonical_partition"]
