@@ -7,6 +7,7 @@ import pytest
 
 from sgem.data import make_toy_task
 from sgem.search import SGEM, SearchConfig
+from sgem.search.exploration import geometric_partition
 from sgem.search.selection import canonical_partition
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig
@@ -95,9 +96,11 @@ def test_returned_partition_is_the_best_measured_finalist() -> None:
     sizes = task.cluster_sizes.astype(float)
     selection = result.selection
     finalists = selection["finalists"]
-    assert 1 <= len(finalists) <= 3
+    assert 1 <= len(finalists) <= 3 + 1  # final_candidates, plus the geometry split
     groupings = [canonical_partition(f["partition"]) for f in finalists]
     assert len(set(groupings)) == len(groupings), "a relabelled partition is not a new finalist"
+    geometry = geometric_partition(task.centroids, 2, 4)
+    assert canonical_partition(geometry) in groupings
     final_iterate = result.trace[-1]["routing"]
     assert any(f["partition"] == final_iterate for f in finalists)
     assert selection["equals_final_iterate"] == (result.assignment.tolist() == final_iterate)

@@ -47,6 +47,10 @@ class SearchConfig:
     # the cluster centroids (geometry: the coarse split), later rounds the affinity
     # grouping (the loss-driven refinement); every proposal is accepted on measured J only
     geometric_jumps: bool = False
+    # the k-means split of the cluster centroids (label-free geometry) joins the finalists,
+    # so the returned partition measures at least as well as geometry does with the same
+    # architectures: the search can only improve on it
+    geometry_finalist: bool = True
     refit_budget: int = 16  # random architectures per expert in the final per-region refit
     final_candidates: int = 3  # visited partitions re-measured at the end (1 = final iterate)
     # random architectures (besides the incumbents) every finalist region is trained with;
@@ -111,6 +115,7 @@ class SearchConfig:
             "explore",
             "jumps",
             "geometric_jumps",
+            "geometry_finalist",
             "freeze_routing",
             "scalar_surrogate",
         ):

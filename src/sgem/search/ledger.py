@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..executors import ChunkFuture, Executor, TrainJob, job_seed, plan_jobs, submit_chunk
+from ..executors import (
+    ChunkFuture,
+    Executor,
+    JobResult,
+    TrainJob,
+    job_seed,
+    plan_jobs,
+    submit_chunk,
+)
 from ..space.arch import Arch
 from ..store import Observation, ObservationStore, mask_to_str
 from ..timing import PhaseTimer
@@ -148,24 +156,34 @@ class Ledger:
             outcomes = self.executor.run([job for _, job, _ in pending])
         retry = []
         for (i, job, phase), row, out in zip(pending, rows, outcomes, strict=True):
-            if out.error is not None:
-                self.store.fail(row, out.error)
+            obs = self._commit_outcome(row, job, phase, iteration, out)
+            if obs is None:
                 self.failures += 1
                 retry.append((i, job, phase))
-                continue
-            obs = Observation(
-                job.arch,
-                job.mask,
-                np.asarray(out.losses),
-                out.seconds,
-                job.seed,
-                phase,
-                iteration,
-                out.device,
-            )
-            self.store.complete(row, obs, visible=False)
-            results[i] = obs
+            else:
+                results[i] = obs
         return retry
+
+    def _commit_outcome(
+        self, row: int | None, job: TrainJob, phase: str, iteration: int, out: JobResult
+    ) -> Observation | None:
+        """Commit one outcome to the store (not yet visible): the observation, or None
+        for a failure (recorded with its traceback)."""
+        if out.error is not None:
+            self.store.fail(row, out.error)
+            return None
+        obs = Observation(
+            job.arch,
+            job.mask,
+            np.asarray(out.losses),
+            out.seconds,
+            job.seed,
+            phase,
+            iteration,
+            out.device,
+        )
+        self.store.complete(row, obs, visible=False)
+        return obs
 
     # -- pipelined batches -----------------------------------------------------------------
     def submit(
@@ -263,22 +281,11 @@ class Ledger:
                 ticket.results[key] = cached
                 continue
             assert out is not None
-            if out.error is not None:
-                self.store.fail(row, out.error)
+            obs = self._commit_outcome(row, job, phase, ticket.iteration, out)
+            if obs is None:
                 ticket.failed.append((job, phase))
-                continue
-            obs = Observation(
-                job.arch,
-                job.mask,
-                np.asarray(out.losses),
-                out.seconds,
-                job.seed,
-                phase,
-                ticket.iteration,
-                out.device,
-            )
-            self.store.complete(row, obs, visible=False)
-            ticket.results[key] = obs
+            else:
+                ticket.results[key] = obs
         chunk.recorded = True
 
     def best_value(

@@ -87,20 +87,32 @@ def region_jobs(assignment: np.ndarray, archs: Sequence[Arch], n_experts: int) -
 
 
 def _finalists(
-    ledger: Ledger, config: SearchConfig, trace: list[dict], final_key: Partition, sizes
+    ledger: Ledger,
+    config: SearchConfig,
+    trace: list[dict],
+    final_key: Partition,
+    sizes,
+    geometry: np.ndarray | None = None,
 ) -> list[tuple[float | None, int, Partition]]:
     """The final iterate's partition, then the best other visited ones by screening value:
     measured J from whatever was trained on their regions. Screening is biased towards
-    partitions tried more often, so it only picks finalists, never decides between them."""
+    partitions tried more often, so it only picks finalists, never decides between them.
+    `geometry` (the k-means split of the cluster centroids) joins as one more finalist
+    unless it is already among them (first visited at iteration 0: it is a start)."""
     screened = []
     for iteration, partition in visited_partitions(trace, np.array(final_key)):
         value = partition_value(ledger, np.array(partition), sizes, config.n_experts)
         if value is not None:
             screened.append((value, iteration, partition))
     screened.sort(key=lambda v: -v[0])
-    return [(None, config.n_iterations, final_key)] + [
+    out = [(None, config.n_iterations, final_key)] + [
         (v, it, p) for v, it, p in screened[: max(config.final_candidates - 1, 0)]
     ]
+    if geometry is not None:
+        key = canonical_partition(geometry)
+        if all(canonical_partition(p) != key for _, _, p in out):
+            out.append((None, 0, tuple(int(v) for v in geometry)))
+    return out
 
 
 def _best_per_region(
@@ -142,6 +154,7 @@ def finalise(
     sizes: np.ndarray,
     val_sizes: np.ndarray,
     rng: np.random.Generator,
+    geometry: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[Arch], list[float | None], dict]:
     """Choose the returned partition and architectures on measured outcomes only.
 
@@ -152,7 +165,7 @@ def finalise(
     validation losses, a selection report).
     """
     final_key = tuple(final_assignment.tolist())
-    finalists = _finalists(ledger, config, trace, final_key, sizes)
+    finalists = _finalists(ledger, config, trace, final_key, sizes, geometry)
     refit = space.sample_many(config.refit_budget, rng)
     n_common = min(config.finalist_budget, config.refit_budget)
     common = list(dict.fromkeys([*archs, *refit[:n_common]]))

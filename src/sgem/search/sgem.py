@@ -44,7 +44,7 @@ from .acquisition import acquire, train_acquired
 from .architecture import architecture_m_step
 from .checkpoint import decode_checkpoint, restore_state, save_state
 from .config import SearchConfig
-from .exploration import Explorer, hard_logits
+from .exploration import Explorer, geometric_partition, hard_logits
 from .ledger import Ledger
 from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing, objective
@@ -183,7 +183,16 @@ class SGEM:
             )
         with self.timer_.phase("finalisation"):
             assignment, final_archs, region_losses, selection = finalise(
-                self.ledger_, self.space, final_cfg, trace, last, archs, sizes, val_sizes, rng
+                self.ledger_,
+                self.space,
+                final_cfg,
+                trace,
+                last,
+                archs,
+                sizes,
+                val_sizes,
+                rng,
+                geometry=self._geometry(task),
             )
         if stopped_at is not None:
             selection = {**selection, "stopped_at_deadline_after_iteration": stopped_at}
@@ -404,6 +413,15 @@ class SGEM:
         if centroids is None or len(centroids) != m or mode == "random":
             return False
         return mode == "geometric" or m > self.config.geometric_above
+
+    def _geometry(self, task: ClusteredTask) -> np.ndarray | None:
+        """The k-means split of the cluster centroids, a finalist (`geometry_finalist`)."""
+        centroids = task.centroids
+        if not self.config.geometry_finalist or centroids is None:
+            return None
+        if len(centroids) != task.n_clusters:
+            return None
+        return geometric_partition(centroids, self.config.n_experts, self.seed)
 
     @property
     def failures_(self) -> int:
