@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 from scipy.stats import kendalltau, spearmanr
 
 from sgem.baselines import BaselineSetup, best_single_architecture, geometry_partition
@@ -35,20 +34,11 @@ from sgem.experiment import finish
 from sgem.pipeline import build_space, run_experiment
 from sgem.runconfig import RunConfig, build_task
 from sgem.rundir import RunDirectory
+from sgem.search.exploration import align_labels
 from sgem.space.arch import Arch
 from sgem.store import read_completed
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import Trainer
-
-
-def relabel_to(reference: np.ndarray, other: np.ndarray, k: int) -> np.ndarray:
-    """`other` with its expert labels permuted to agree best with `reference` (Hungarian)."""
-    confusion = np.zeros((k, k))
-    for a, b in zip(reference, other, strict=True):
-        confusion[a, b] += 1
-    rows, cols = linear_sum_assignment(-confusion)
-    mapping = dict(zip(cols, rows, strict=True))
-    return np.array([mapping[b] for b in other])
 
 
 def region_test_nll(trainer: Trainer, task, arch: Arch, region: np.ndarray, seed: int, steps: int):
@@ -147,7 +137,7 @@ def diagnose(seed: int, runs: Path, per_region: int) -> dict:
         crps_samples=cfg.crps_samples,
     )
     best, _ = best_single_architecture(task, setup, seed)
-    geometry = relabel_to(assignment, geometry_partition(task, k, seed), k)
+    geometry = align_labels(geometry_partition(task, k, seed), assignment, k)
     sgem_archs = [Arch.from_json(a) for a in result["architectures"]]
     models = {}
     for name, partition, archs in (

@@ -31,6 +31,7 @@ same jobs to this trainer gets the same numbers.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -286,7 +287,7 @@ class BatchedTabularTrainer:
         """The chunk's trainable tensors, copied from the freshly initialised networks."""
         w, c, n_nodes = self.width, len(nets), self.space.n_nodes
         n_out = self.trainer.n_out
-        z = torch.zeros
+        z = functools.partial(torch.zeros, device=self.device)
         params: dict = {}
         widths = [[self.in_dim] for _ in nets]  # per candidate: the width of each state
         with torch.no_grad():
@@ -327,20 +328,12 @@ class BatchedTabularTrainer:
                     leaf[j, 0, cols] = 1.0
                     offset += width
                 bias[j, :, 0] = net.head.bias
-        params["head"], params["leaf"], params["bias"] = head, leaf.to(self.device), bias
-        trainable = [params["head"], params["bias"]]
-        for key, value in list(params.items()):
+        params["head"], params["leaf"], params["bias"] = head, leaf, bias
+        trainable = [head, bias]
+        for key, value in params.items():
             if isinstance(key, tuple):
-                trainable.extend(value if isinstance(value, tuple) else [value])
-        moved = {id(t): t.to(self.device).requires_grad_() for t in trainable}
-        for key, value in list(params.items()):
-            if key == "leaf":
-                continue
-            if isinstance(value, tuple):
-                params[key] = tuple(moved[id(t)] for t in value)
-            else:
-                params[key] = moved[id(value)]
-        params["all"] = list(moved.values())
+                trainable.extend(value if isinstance(value, tuple) else (value,))
+        params["all"] = [t.requires_grad_() for t in trainable]
         return params
 
     def _standardised(self, x: torch.Tensor) -> torch.Tensor:
