@@ -14,6 +14,7 @@ from sgem.data.task import ClusteredTask, Split
 from sgem.data.toy import make_toy_task
 from sgem.space import Arch, DartsSpace, TabularSpace
 from sgem.train import TrainConfig, Trainer, per_sample_nll, resolve_device
+from sgem.train.adam import Adam
 from sgem.train.trainer import clip_and_step, epoch_batches, make_optimizer, schedule_lr
 
 TAB_ARCH = Arch(("linear", "relu", "rbf"), (0, 1, 0))
@@ -141,7 +142,7 @@ def test_sgd_cosine_and_clipping() -> None:
     const = TrainConfig(lr=0.1)
     opt2 = make_optimizer([p], const)
     schedule_lr(opt2, const, 7, 10)
-    assert isinstance(opt2, torch.optim.Adam) and opt2.param_groups[0]["lr"] == 0.1
+    assert isinstance(opt2, Adam) and opt2.param_groups[0]["lr"] == 0.1
     assert math.isclose(lrs[1], 0.05)
 
 

@@ -15,6 +15,7 @@ import torch
 
 from ..space.arch import Arch
 from ..surrogate.model import LossModel
+from ..train.adam import Adam
 from .objective import load_balance, q_function
 
 
@@ -80,7 +81,7 @@ def routing_m_step(
     feats = feats.repeat_interleave(n_samples, 0)
     gen = torch.Generator().manual_seed(seed)
     params = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.Adam([params], lr=lr)
+    opt = Adam([params], lr=lr)  # torch.optim.Adam's update (see sgem.train.adam)
     surrogate.net.eval()
     for _ in range(steps):
         log_r = torch.log_softmax(params, dim=1)

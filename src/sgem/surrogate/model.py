@@ -11,6 +11,7 @@ import torch
 from scipy.stats import kendalltau
 
 from ..space.arch import Arch, CellSpace
+from ..train.adam import Adam
 from ..train.trainer import check_float, check_int, config_from_dict, intra_op_threads
 from .gnn import SurrogateNet, normalised_adjacency
 
@@ -143,8 +144,8 @@ class Surrogate:
         mask_t = torch.as_tensor(np.asarray(masks), dtype=DTYPE)
         y_t = torch.as_tensor((y - self.y_mean_) / self.y_std_, dtype=DTYPE)
         torch.manual_seed(seed)
-        opt = torch.optim.Adam(
-            self.net.parameters(),
+        opt = Adam(
+            list(self.net.parameters()),
             lr=self.config.lr,
             weight_decay=self.config.weight_decay,
             fused=True,  # one kernel for all tensors per step

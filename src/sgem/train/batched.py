@@ -44,6 +44,7 @@ from ..data.task import ClusteredTask
 from ..forecast import student_t_nll
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
+from .adam import Adam
 from .trainer import TrainConfig, Trainer, TrainOutcome, intra_op_threads
 
 Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
@@ -177,9 +178,7 @@ class BatchedTabularTrainer:
         x = self.x_train[index].transpose(1, 2).contiguous()  # (C, W, n)
         target = self._targets(tr.y_train[index])
         torch.manual_seed(jobs[0][2])  # the chunk's dropout stream
-        opt = torch.optim.Adam(
-            params["all"], lr=cfg.lr, weight_decay=cfg.weight_decay, fused=self._fused()
-        )
+        opt = Adam(params["all"], lr=cfg.lr, weight_decay=cfg.weight_decay, fused=self._fused())
         for _ in range(cfg.steps):
             nll = self._nll(self._forward(x, nodes, params, train=True), target)
             loss = (nll * weights).sum()

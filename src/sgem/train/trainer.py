@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import torch
@@ -28,7 +29,11 @@ from torch import nn
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..space.arch import Arch
+from .adam import Adam
 from .losses import bucket_by_cluster, per_sample_nll
+
+#: what `make_optimizer` returns: sgem's Adam or a `torch.optim` optimiser
+Optimizer: TypeAlias = Adam | torch.optim.Optimizer
 
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("constant", "cosine")
@@ -242,10 +247,11 @@ def resolve_device(device: str | torch.device = "cpu") -> torch.device:
     return torch.device(device)
 
 
-def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> Optimizer:
     """The config's optimiser. Adam runs fused (one kernel for all tensors) on CPU and CUDA:
     small networks are dominated by per-kernel overhead, and the multi-tensor version
-    launches several kernels per step."""
+    launches several kernels per step. Adam is `sgem.train.adam.Adam` (torch's kernels
+    without `torch.optim`'s one-second import of `torch._dynamo`) wherever it can fuse."""
     params = list(params)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
@@ -256,13 +262,12 @@ def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> torch.op
             weight_decay=cfg.weight_decay,
             foreach=True,
         )
-    fused = all(p.device.type in ("cpu", "cuda") for p in params)
-    return torch.optim.Adam(
-        params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused, foreach=not fused
-    )
+    if all(p.device.type in ("cpu", "cuda") for p in params):
+        return Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
 
 
-def schedule_lr(opt: torch.optim.Optimizer, cfg: TrainConfig, step: int, total: int) -> None:
+def schedule_lr(opt: Optimizer, cfg: TrainConfig, step: int, total: int) -> None:
     """Set the learning rate for optimiser step `step` of `total` (cosine: lr -> 0)."""
     if cfg.schedule == "constant":
         return
@@ -298,9 +303,7 @@ def autocast(
     return contextlib.nullcontext()
 
 
-def clip_and_step(
-    params: Iterable[nn.Parameter], opt: torch.optim.Optimizer, cfg: TrainConfig
-) -> None:
+def clip_and_step(params: Iterable[nn.Parameter], opt: Optimizer, cfg: TrainConfig) -> None:
     """Clip the gradient norm of `params` (when the config says so), then step."""
     if cfg.grad_clip is not None:
         nn.utils.clip_grad_norm_(params, cfg.grad_clip, foreach=True)
