@@ -85,3 +85,25 @@ def test_training_does_not_import_dynamo():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "False"
+
+
+def test_parameters_that_skip_steps_keep_their_own_count():
+    """A parameter without a gradient is not stepped and its bias correction lags, as in
+    torch (the shared step counter splits up)."""
+
+    def run(make_opt):
+        torch.manual_seed(1)
+        a = torch.randn(4, requires_grad=True)
+        b = torch.randn(4, requires_grad=True)
+        opt = make_opt([a, b])
+        for i in range(12):
+            opt.zero_grad(set_to_none=True)
+            loss = (a**2).sum() + ((b**3).sum() if i % 3 else 0.0)
+            loss.backward()
+            opt.step()
+        return a.detach().clone(), b.detach().clone()
+
+    ours = run(lambda p: Adam(p, lr=0.1, fused=True))
+    theirs = run(lambda p: torch.optim.Adam(p, lr=0.1, fused=True))
+    for x, y in zip(ours, theirs, strict=True):
+        assert torch.equal(x, y)

@@ -9,7 +9,7 @@ from sgem.data import make_toy_task
 from sgem.executors import BatchedExecutor, InlineExecutor, TrainJob, job_seed
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig, Trainer
-from sgem.train.batched import BatchedTabularTrainer
+from sgem.train.batched import MAX_CELLS, BatchedTabularTrainer, plan_chunks
 
 NO_DROPOUT = ("linear", "rbf", "identity", "square", "shift", "relu")
 
@@ -60,3 +60,35 @@ def test_batched_executor_reports_a_bad_job_alone(trainer) -> None:
     inline = InlineExecutor(trainer).run(jobs)
     for r, i in zip(results[:3], inline, strict=True):
         np.testing.assert_allclose(r.losses, i.losses, rtol=5e-2, atol=1e-3)
+
+
+def test_chunk_plan_is_balanced_and_honours_min_chunks() -> None:
+    rows = [50, 10, 40, 30, 20, 60]
+    assert plan_chunks(rows, max_batch=16, width=8) == [[1, 4, 3, 2, 0, 5]]
+    two = plan_chunks(rows, max_batch=16, width=8, min_chunks=2)
+    assert two == [[1, 4, 3], [2, 0, 5]]  # sorted by region size, cut in equal halves
+    assert plan_chunks(rows[:1], max_batch=16, width=8, min_chunks=4) == [[0]]
+    seventeen = plan_chunks(list(range(17)), max_batch=16, width=8)
+    assert [len(c) for c in seventeen] == [9, 8]  # not 16 + 1
+    assert plan_chunks([], max_batch=4, width=8) == []
+    # a chunk whose padded states would exceed MAX_CELLS is cut further
+    big = plan_chunks([MAX_CELLS // 8] * 3, max_batch=16, width=8)
+    assert [len(c) for c in big] == [1, 1, 1]
+
+
+def test_threads_do_not_change_results() -> None:
+    """Chunks run side by side in threads compute exactly what they compute one after the
+    other (dropout included: each chunk has its own generator)."""
+    space = TabularSpace()  # with dropout
+    tr = Trainer(make_toy_task(3), space, TrainConfig(steps=20, min_chunks=3))
+    jobs = [TrainJob(a, m, s) for a, m, s in _jobs(space, 9, seed=4)]
+    one = InlineExecutor(tr, threads=1)
+    many = InlineExecutor(tr, threads=3)
+    try:
+        a, b = one.run(jobs), many.run(jobs)
+    finally:
+        one.close()
+        many.close()
+    for x, y in zip(a, b, strict=True):
+        assert x.error is None and y.error is None
+        np.testing.assert_array_equal(x.losses, y.losses)

@@ -66,7 +66,8 @@ def test_dying_worker_fails_only_its_own_job(setup, monkeypatch) -> None:
     one_at_a_time = replace(TRAIN, batch_candidates=1)
     reference = InlineExecutor(Trainer(task, space, one_at_a_time)).run(jobs)
     monkeypatch.setenv("SGEM_TEST_CRASH_ARCH", jobs[1].arch.key)
-    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    # one chunk of four: all three survivors shared the dying job's chunk
+    ex = ProcessExecutor(task, space, replace(TRAIN, min_chunks=1), workers=2)
     try:
         results = ex.run(jobs)
     finally:

@@ -19,10 +19,17 @@ follow from the job list alone and every backend runs a chunk through the same
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import (
+    CancelledError,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    as_completed,
+)
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
@@ -68,39 +75,76 @@ def plan(task, space, train_config, jobs: Sequence[TrainJob]) -> list[list[int]]
 class ChunkRunner:
     """Trains one chunk in this process: several jobs as one vectorised program, a single
     job alone. If the program fails, its jobs run one at a time, so each reports its own
-    error and one bad job never fails the others."""
+    error and one bad job never fails the others.
+
+    Safe to call from several threads: vectorised programs share nothing mutable, and
+    one-at-a-time training (which seeds torch's global RNG) runs under one lock."""
 
     def __init__(self, trainer) -> None:
         self.trainer = trainer
         self._batched: BatchedTabularTrainer | None = None
+        self._lock = threading.Lock()
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
         if len(jobs) > 1:
             try:
-                if self._batched is None:
-                    from .train.batched import BatchedTabularTrainer
-
-                    self._batched = BatchedTabularTrainer(self.trainer)
-                outs = self._batched.train_many([(j.arch, j.mask, j.seed) for j in jobs])
+                outs = self._vectorised().train_many([(j.arch, j.mask, j.seed) for j in jobs])
                 device = str(self.trainer.device)
                 return [JobResult(o.losses, o.seconds, device) for o in outs]
             except Exception:
                 pass
-        return [_run_one(self.trainer, job) for job in jobs]
+        with self._lock:
+            return [_run_one(self.trainer, job) for job in jobs]
+
+    def _vectorised(self) -> BatchedTabularTrainer:
+        with self._lock:
+            if self._batched is None:
+                from .train.batched import BatchedTabularTrainer
+
+                self._batched = BatchedTabularTrainer(self.trainer)
+            return self._batched
+
+
+def default_threads() -> int:
+    """Threads for the inline executor: the usable cores, at most 4 (tiny programs gain
+    little beyond)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
 
 
 class InlineExecutor:
-    """Trains in the search process, chunk after chunk."""
+    """Trains in the search process. Chunks that are vectorised programs run side by side
+    on `threads` threads (torch releases the GIL inside its kernels and the backward pass);
+    the numbers do not depend on the thread count, since the chunks follow from the job
+    list alone (`TrainConfig.min_chunks`) and each draws from its own generator."""
 
     name = "inline"
 
-    def __init__(self, trainer) -> None:
+    def __init__(self, trainer, threads: int | None = None) -> None:
         self.trainer = trainer
         self.runner = ChunkRunner(trainer)
+        self.threads = default_threads() if threads is None else int(threads)
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self._pool: ThreadPoolExecutor | None = None
 
     def run(self, jobs: Sequence[TrainJob]) -> list[JobResult]:
         chunks = self.plan_jobs(jobs)
-        return gather(len(jobs), chunks, [self.runner.run([jobs[i] for i in c]) for c in chunks])
+        parts = [[jobs[i] for i in c] for c in chunks]
+        if self.threads > 1 and sum(len(p) > 1 for p in parts) > 1:
+            from .train.trainer import intra_op_threads
+
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="sgem-chunk")
+            # torch's intra-op thread count is process-wide: set it once, around the pool
+            with intra_op_threads(getattr(self.trainer.config, "batch_threads", 1)):
+                outs = list(self._pool.map(self.runner.run, parts))
+        else:
+            outs = [self.runner.run(p) for p in parts]
+        return gather(len(jobs), chunks, outs)
 
     def plan_jobs(self, jobs: Sequence[TrainJob]) -> list[list[int]]:
         tr = self.trainer
@@ -110,7 +154,9 @@ class InlineExecutor:
         return Deferred(self.runner.run, jobs)
 
     def close(self) -> None:
-        pass
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
 
 #: "batched" was the vectorised executor; inline now vectorises wherever it can

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..train.dropout import Dropout
+
 
 def normalised_adjacency(adj: torch.Tensor) -> torch.Tensor:
     """D^-1/2 (A + A^T + I) D^-1/2, batched: messages flow both ways along each edge."""
@@ -36,10 +38,10 @@ class SurrogateNet(nn.Module):
         self.gcn = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(gcn_layers))
         self.mask_embed = nn.Sequential(nn.Linear(n_clusters, hidden), nn.ReLU())
         self.head = nn.Sequential(
-            nn.Dropout(dropout),
+            Dropout(dropout),  # sgem's cheaper mask (MC-dropout runs it T times per pool)
             nn.Linear(3 * hidden, 2 * hidden),
             nn.ReLU(),
-            nn.Dropout(dropout),
+            Dropout(dropout),
             nn.Linear(2 * hidden, n_clusters),
         )
 

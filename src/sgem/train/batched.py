@@ -24,7 +24,9 @@ the program cheap:
 Every network is first built exactly as one-at-a-time training builds it (same seed, same
 data-dependent RBF start on its own region), so initial states are identical, and training
 matches `Trainer.train` up to floating-point summation order and Adam's fused kernel, except
-for `dropout`, whose random draws come from one stream per chunk (statistically the same).
+for `dropout`, whose random draws come from one generator per chunk (`sgem.train.dropout`:
+statistically the same). Chunks share no mutable state but the lock around network
+construction, so an executor may train several in threads.
 Chunks are formed from the job list alone (`plan_chunks`), so every executor that hands the
 same jobs to this trainer gets the same numbers.
 """
@@ -32,6 +34,7 @@ same jobs to this trainer gets the same numbers.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,12 +48,16 @@ from ..forecast import student_t_nll
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
 from .adam import Adam
+from .dropout import dropout
 from .trainer import TrainConfig, Trainer, TrainOutcome, intra_op_threads
 
 Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
 
 #: feature x sample cells per state tensor above which a chunk is split further (memory)
 MAX_CELLS = 2_000_000
+
+#: held while a chunk seeds torch's global RNG and builds its networks (threads)
+_GLOBAL_RNG = threading.Lock()
 
 
 def supports(task: ClusteredTask, space: CellSpace, config: TrainConfig) -> bool:
@@ -79,23 +86,30 @@ def job_chunks(
     assert isinstance(space, TabularSpace)
     width = max(int(np.prod(task.input_shape)), space.hidden, space.rbf_centres)
     rows = [int(task.cluster_sizes[np.asarray(m, bool)].sum()) for m in masks]
-    return plan_chunks(rows, config.batch_candidates, width)
+    return plan_chunks(rows, config.batch_candidates, width, config.min_chunks)
 
 
-def plan_chunks(region_rows: Sequence[int], max_batch: int, width: int) -> list[list[int]]:
+def plan_chunks(
+    region_rows: Sequence[int], max_batch: int, width: int, min_chunks: int = 1
+) -> list[list[int]]:
     """Job indices grouped into chunks: jobs sorted by region size (stable), so padding
-    stays small, cut every `max_batch` jobs or when a chunk's padded states would exceed
-    `MAX_CELLS`. Depends on the job list only, never on where the jobs run."""
+    stays small, cut into ceil(n / max_batch) but at least `min_chunks` (at most n) chunks of
+    near-equal length, and cut again where a chunk's padded states would exceed `MAX_CELLS`.
+    Depends on the job list only, never on where the jobs run."""
+    n = len(region_rows)
+    if n == 0:
+        return []
     order = np.argsort(np.asarray(region_rows), kind="stable")
+    n_chunks = min(n, max(-(-n // max_batch), min_chunks))
     chunks: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        rows = int(region_rows[i])  # sorted: the newest job has the chunk's largest region
-        if current and (len(current) == max_batch or (len(current) + 1) * width * rows > MAX_CELLS):
-            chunks.append(current)
-            current = []
-        current.append(int(i))
-    if current:
+    for part in np.array_split(order, n_chunks):
+        current: list[int] = []
+        for i in part:
+            rows = int(region_rows[i])  # sorted: the newest job has the chunk's largest region
+            if current and (len(current) + 1) * width * rows > MAX_CELLS:
+                chunks.append(current)
+                current = []
+            current.append(int(i))
         chunks.append(current)
     return chunks
 
@@ -159,14 +173,15 @@ class BatchedTabularTrainer:
         archs = [a for a, _, _ in jobs]
         nets = []
         rows = []
-        for arch, mask, seed in jobs:  # exactly as Trainer.fit starts a network
-            sel = torch.as_tensor(np.asarray(mask, bool), device=self.device)[tr.c_train]
-            torch.manual_seed(seed)
-            gen = torch.Generator().manual_seed(seed)
-            net = tr.build(arch)
-            net.data_init(tr.x_train[sel], gen)
-            nets.append(net)
-            rows.append(torch.nonzero(sel).squeeze(1))
+        with _GLOBAL_RNG:  # chunks may train in threads; initial weights use the global RNG
+            for arch, mask, seed in jobs:  # exactly as Trainer.fit starts a network
+                sel = torch.as_tensor(np.asarray(mask, bool), device=self.device)[tr.c_train]
+                torch.manual_seed(seed)
+                gen = torch.Generator().manual_seed(seed)
+                net = tr.build(arch)
+                net.data_init(tr.x_train[sel], gen)
+                nets.append(net)
+                rows.append(torch.nonzero(sel).squeeze(1))
         nodes = self._plan(archs)
         params = self._stack(nets, nodes)
         c, n_max = len(jobs), max(len(r) for r in rows)
@@ -177,10 +192,11 @@ class BatchedTabularTrainer:
             weights[j, : len(r)] = 1.0 / len(r)
         x = self.x_train[index].transpose(1, 2).contiguous()  # (C, W, n)
         target = self._targets(tr.y_train[index])
-        torch.manual_seed(jobs[0][2])  # the chunk's dropout stream
+        # the chunk's own dropout stream (threads must not share torch's global one)
+        drops = torch.Generator(device=self.device).manual_seed(jobs[0][2])
         opt = Adam(params["all"], lr=cfg.lr, weight_decay=cfg.weight_decay, fused=self._fused())
         for _ in range(cfg.steps):
-            nll = self._nll(self._forward(x, nodes, params, train=True), target)
+            nll = self._nll(self._forward(x, nodes, params, drops), target)
             loss = (nll * weights).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -188,7 +204,7 @@ class BatchedTabularTrainer:
         with torch.no_grad():
             x_val = self.x_val.expand(c, *self.x_val.shape)
             target = self._targets(tr.y_val.expand(c, *tr.y_val.shape))
-            nll = self._nll(self._forward(x_val, nodes, params, train=False), target)
+            nll = self._nll(self._forward(x_val, nodes, params, None), target)
             m = tr.task.n_clusters
             sums = torch.zeros(c, m, dtype=nll.dtype, device=nll.device)
             sums.index_add_(1, tr.c_val, nll)
@@ -200,20 +216,25 @@ class BatchedTabularTrainer:
     def _fused(self) -> bool:
         return self.device.type in ("cpu", "cuda")
 
-    def _forward(self, x: torch.Tensor, nodes: list[_Node], params: dict, train: bool):
-        """(C, W, n) inputs -> (C, n_out, n) outputs of every candidate."""
+    def _forward(
+        self, x: torch.Tensor, nodes: list[_Node], params: dict, drops: torch.Generator | None
+    ):
+        """(C, W, n) inputs -> (C, n_out, n) outputs of every candidate; training mode (dropout
+        on, drawn from `drops`) when a generator is given."""
         states = [x]
         for i, node in enumerate(nodes):
             stacked = torch.cat(states) if len(states) > 1 else states[0]
             inputs = stacked.index_select(0, node.gather).split(node.sizes)
             outs = [
-                self._op(op, xi, params, i, train) for op, xi in zip(node.ops, inputs, strict=True)
+                self._op(op, xi, params, i, drops) for op, xi in zip(node.ops, inputs, strict=True)
             ]
             states.append(torch.cat(outs).index_select(0, node.restore))
         cell = torch.cat(states[1:], dim=1)  # (C, n_nodes * W, n)
         return torch.baddbmm(params["bias"], params["head"] * params["leaf"], cell)
 
-    def _op(self, op: str, x: torch.Tensor, params: dict, i: int, train: bool) -> torch.Tensor:
+    def _op(
+        self, op: str, x: torch.Tensor, params: dict, i: int, drops: torch.Generator | None
+    ) -> torch.Tensor:
         if op == "linear":
             return F.pad(torch.bmm(params[("linear", i)], x), (0, 0, 0, self._pad_hidden))
         if op == "rbf":
@@ -231,7 +252,7 @@ class BatchedTabularTrainer:
         if op == "relu":
             return torch.relu(x)
         if op == "dropout":
-            return F.dropout(x, self.space.dropout, training=train)
+            return dropout(x, self.space.dropout, drops is not None, drops)
         raise ValueError(op)  # pragma: no cover - validated before training
 
     @property

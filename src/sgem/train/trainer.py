@@ -186,7 +186,10 @@ class TrainConfig:
     every executor computes the same numbers. `batch_threads`: intra-op threads for such a
     program (its tensors are large enough to use more than one core; one small network is
     slower on several threads). Results depend on it through summation order, so it is part
-    of the config.
+    of the config. `min_chunks`: a batch of at least that many jobs is cut into at least
+    that many programs of balanced size, so the inline executor's threads (or workers) can
+    train them side by side; the numbers depend on the grouping (dropout streams), so it is
+    part of the config too, and the thread count is not.
     """
 
     steps: int = 150
@@ -204,6 +207,7 @@ class TrainConfig:
     channels_last: bool = True
     batch_candidates: int = 16
     batch_threads: int = 1
+    min_chunks: int = 2
 
     def __post_init__(self) -> None:
         check_int(self, "steps", 1)
@@ -221,6 +225,7 @@ class TrainConfig:
         check_bool(self, "channels_last")
         check_int(self, "batch_candidates", 1)
         check_int(self, "batch_threads", 1)
+        check_int(self, "min_chunks", 1)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "train") -> TrainConfig:
