@@ -219,6 +219,103 @@ def test_the_return_rule_picks_the_best_measured_finalist(space) -> None:
         assert losses[k] is not None
 
 
+@pytest.mark.parametrize("champions", [True, False])
+def test_finalists_share_the_champions_of_every_finalist_region(space, champions) -> None:
+    """With `finalist_champions` the finalists are aligned to the final iterate and each
+    slot's architecture set holds the best architecture measured on that slot's region of
+    every finalist, so a champion of one finalist is also trained on the others' regions;
+    without it, every region gets the incumbents plus the random ones."""
+    ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+    cfg = SearchConfig(
+        n_iterations=2,
+        final_candidates=2,
+        refit_budget=2,
+        finalist_budget=1,
+        n_experts=2,
+        finalist_champions=champions,
+    )
+    incumbents = _archs(space, 2, seed=5)
+    final = np.array([0, 0, 0, 1, 1, 1])
+    other = np.array([1, 1, 0, 0, 0, 1])  # aligned to `final`: [0, 0, 1, 1, 1, 0]
+    pool = [a for a in _archs(space, 12, seed=9) if a not in incumbents]
+    ledger.train([(a, other == 1, "explore") for a in pool], 1)
+    ledger.train(region_jobs(other, incumbents, 2), 1)
+    best = max(
+        [*pool, *incumbents],
+        key=lambda a: region_value(ledger.store.lookup(a, other == 1), other == 1, np.ones(M)),
+    )
+    trace = [{"iteration": 1, "routing": other.tolist(), "jump": None}]
+    _, _, _, selection = finalise(
+        ledger,
+        space,
+        cfg,
+        trace,
+        final,
+        incumbents,
+        np.ones(M),
+        np.ones(M),
+        np.random.default_rng(0),
+    )
+    partitions = [f["partition"] for f in selection["finalists"]]
+    assert partitions == [final.tolist(), [0, 0, 1, 1, 1, 0]]
+    trained_on_final = ledger.store.lookup(best, final == 0) is not None
+    assert trained_on_final == (champions or best in incumbents)
+    if not champions:
+        assert selection["slot_architectures"] == [3, 3]
+
+
+def test_champions_come_from_exact_and_covering_masks(space) -> None:
+    """A region's champions: the best architecture trained on exactly it, and the best on
+    its clusters among every mask that covers it."""
+    from sgem.search.exploration import champions
+
+    ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+    archs = _archs(space, 8, seed=3)
+    region = _region(0, 1, 2)
+    assert champions(ledger, region, np.ones(M)) == []
+    ledger.train([(a, region, "init") for a in archs[:4]], 0)
+    ledger.train([(a, _region(0, 1, 2, 3), "init") for a in archs[4:]], 0)
+    ledger.train([(a, _region(0, 1) | _region(4), "init") for a in archs], 0)  # not covering
+    sizes = np.ones(M)
+
+    def best(mask: np.ndarray, pool) -> object:
+        return max(pool, key=lambda a: region_value(ledger.store.lookup(a, mask), region, sizes))
+
+    exact = best(region, archs[:4])
+    covering = max(
+        [(exact, region), (best(_region(0, 1, 2, 3), archs[4:]), _region(0, 1, 2, 3))],
+        key=lambda c: region_value(ledger.store.lookup(*c), region, sizes),
+    )[0]
+    assert champions(ledger, region, sizes) == list(dict.fromkeys([exact, covering]))
+
+
+@pytest.mark.parametrize("equal_effort", [True, False])
+def test_equal_effort_jumps_train_both_partitions_with_one_set(space, equal_effort) -> None:
+    """With `equal_effort_jumps` the current and the proposed partition's regions k are
+    trained with the same architectures; without, each with its incumbent and own pick."""
+    a, b = _archs(space, 2)
+    ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)
+    cfg = SearchConfig(pool_size=4, equal_effort_jumps="always" if equal_effort else "never")
+    explorer = Explorer(ledger, space, FlatModel(), FlatModel(), cfg)
+    current, proposal = np.array([0, 0, 0, 1, 1, 1]), np.array([0, 0, 1, 1, 1, 1])
+    ledger.train([(x, current == k, "init") for k in range(2) for x in _archs(space, 3, 7)], 0)
+    record = explorer.evaluate_jump(
+        [a, b], current, proposal, np.ones(M), np.random.default_rng(0), 1
+    )
+    trained = {
+        name: [{o.arch for o in ledger.store.on_mask(p == k)} for k in range(2)]
+        for name, p in (("current", current), ("proposal", proposal))
+    }
+    same = trained["proposal"][0] <= trained["current"][0]
+    assert same == equal_effort
+    if equal_effort:
+        assert all(trained["proposal"][k] <= trained["current"][k] for k in range(2))
+    assert record["accepted"] == (record["measured_proposal"] > record["measured_current"])
+    auto = SearchConfig(equal_effort_jumps="auto", geometric_above=40)
+    assert not auto.equal_effort_for(20) and not auto.equal_effort_for(40)
+    assert auto.equal_effort_for(41) and SearchConfig(n_experts=4).equal_effort_for(20)
+
+
 def test_geometric_jumps_propose_the_centroid_split_in_the_first_round_only(space) -> None:
     """Coarse-to-fine: round one proposes K-means of the centroids, later rounds (and every
     round without the option) the affinity grouping."""

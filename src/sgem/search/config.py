@@ -16,10 +16,19 @@ from ..train.trainer import (
 
 LB_KINDS = ("clusters", "samples")
 INIT_MASKS = ("random", "geometric", "auto")
+EQUAL_EFFORT = ("auto", "always", "never")
 
 
 @dataclass(frozen=True)
 class SearchConfig:
+    """Every setting of the search. Three defaults adapt to the size of the task:
+    `init_masks="auto"` (balls of nearest clusters when M > `geometric_above`),
+    `equal_effort_jumps="auto"` (the joint-architecture jump test when M >
+    `geometric_above` or K > 2) and `finalist_champions` (on at every size: the return
+    rule trains each finalist's region k with the best architectures measured on the
+    finalists' regions k). At the default toy size (M = 20, K = 2) only the last one
+    differs from the paper's loop."""
+
     n_experts: int = 2
     n_iterations: int = 20
     n_init: int = 60  # random (arch, mask) observations before the first surrogate fit
@@ -47,10 +56,21 @@ class SearchConfig:
     # the cluster centroids (geometry: the coarse split), later rounds the affinity
     # grouping (the loss-driven refinement); every proposal is accepted on measured J only
     geometric_jumps: bool = False
+    # equal-effort jump test: the current and the proposed partition's regions k are both
+    # trained with one joint set (incumbent k, the surrogate's picks and the champions of
+    # either partition's region k) instead of each with its own incumbent + pick.
+    # "auto": on for large searches (M > `geometric_above` or K > 2), where the incumbents
+    # and the surrogate's picks are least likely to suit a proposal's regions; "always";
+    # "never" (the paper's test)
+    equal_effort_jumps: str = "auto"
     # the k-means split of the cluster centroids (label-free geometry) joins the finalists,
     # so the returned partition measures at least as well as geometry does with the same
     # architectures: the search can only improve on it
     geometry_finalist: bool = True
+    # the finalists' region k are trained with incumbent k, the champion (best measured
+    # architecture so far) of every finalist's region k (labels aligned to the final
+    # iterate) and `finalist_budget` random ones; False: every incumbent plus the random ones
+    finalist_champions: bool = True
     refit_budget: int = 16  # random architectures per expert in the final per-region refit
     final_candidates: int = 3  # visited partitions re-measured at the end (1 = final iterate)
     # random architectures (besides the incumbents) every finalist region is trained with;
@@ -116,12 +136,14 @@ class SearchConfig:
             "jumps",
             "geometric_jumps",
             "geometry_finalist",
+            "finalist_champions",
             "freeze_routing",
             "scalar_surrogate",
         ):
             check_bool(self, name)
         check_choice(self, "lb_kind", LB_KINDS)
         check_choice(self, "init_masks", INIT_MASKS)
+        check_choice(self, "equal_effort_jumps", EQUAL_EFFORT)
         # nested sections may come as mappings (YAML); unknown keys are errors there too
         object.__setattr__(self, "train", config_from_dict(TrainConfig, self.train, "search.train"))
         object.__setattr__(
@@ -129,6 +151,12 @@ class SearchConfig:
             "surrogate",
             config_from_dict(SurrogateConfig, self.surrogate, "search.surrogate"),
         )
+
+    def equal_effort_for(self, n_clusters: int) -> bool:
+        """Whether jumps use the equal-effort test for a task with `n_clusters` clusters."""
+        if self.equal_effort_jumps != "auto":
+            return self.equal_effort_jumps == "always"
+        return n_clusters > self.geometric_above or self.n_experts > 2
 
     def to_dict(self) -> dict:
         return asdict(self)

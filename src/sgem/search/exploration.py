@@ -73,6 +73,26 @@ def align_labels(proposal: np.ndarray, current: np.ndarray, n_experts: int) -> n
     return mapping[proposal]
 
 
+def champions(ledger: Ledger, region: np.ndarray, sizes: np.ndarray) -> list[Arch]:
+    """The architectures of best measured value on `region`'s clusters: among trainings on
+    exactly `region`, and among trainings on any mask that covers it (a region never
+    trained on as such still has evidence from larger masks). Empty if neither exists."""
+    store = ledger.store
+    if not region.any() or not len(store):
+        return []
+    observations = store.observations
+    masks = np.stack([o.mask for o in observations])
+    values = -(np.stack([o.losses for o in observations])[:, region] @ sizes[region])
+    covers = masks[:, region].all(axis=1)
+    exact = covers & (masks.sum(axis=1) == region.sum())
+    out = []
+    for chosen in (exact, covers):
+        if chosen.any():
+            best = int(np.argmax(np.where(chosen, values, -np.inf)))
+            out.append(observations[best].arch)
+    return list(dict.fromkeys(out))
+
+
 def hard_logits(assignment: np.ndarray, n_experts: int, confidence: float = 0.9) -> np.ndarray:
     """Routing logits whose softmax puts `confidence` on the assigned expert."""
     rest = (1.0 - confidence) / max(n_experts - 1, 1)
@@ -107,6 +127,7 @@ class Explorer:
         self.pool_size = config.pool_size
         self.n_groups = config.explore_groups
         self.n_experts = config.n_experts
+        self.equal_effort = config.equal_effort_for(ledger.store.n_clusters)
 
     def best_for_region(
         self, region: np.ndarray, sizes: np.ndarray, rng: np.random.Generator
@@ -139,6 +160,59 @@ class Explorer:
             ]
         return jobs
 
+    def partition_slots(
+        self,
+        assignment: np.ndarray,
+        archs: list[Arch],
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> list[list[Arch]]:
+        """Per expert, what measuring a hard partition trains on its region: the incumbent
+        and one surrogate-chosen alternative (the incumbent only for an empty region)."""
+        slots = []
+        for k, incumbent in enumerate(archs):
+            region = assignment == k
+            pick = [self.best_for_region(region, sizes, rng)] if region.any() else []
+            slots.append([incumbent, *pick])
+        return slots
+
+    def jump_slots(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        proposal: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> tuple[list[list[Arch]], list[list[Arch]]]:
+        """The architectures a jump trains on the current and on the proposed regions.
+
+        Each partition its own `partition_slots` (the paper); with `equal_effort_jumps` both
+        get one joint set per expert k: the incumbent, the surrogate's pick and the
+        `champions` (best measured architectures so far) of the current *and* of the
+        proposed region k, so neither is judged with architectures chosen for the other."""
+        current = self.partition_slots(assignment, archs, sizes, rng)
+        proposed = self.partition_slots(proposal, archs, sizes, rng)
+        if not self.equal_effort:
+            return current, proposed
+        joint = []
+        for k, (mine, theirs) in enumerate(zip(current, proposed, strict=True)):
+            found = [
+                a for p in (assignment, proposal) for a in champions(self.ledger, p == k, sizes)
+            ]
+            joint.append(list(dict.fromkeys([*mine, *theirs, *found])))
+        return joint, joint
+
+    @staticmethod
+    def slot_jobs(assignment: np.ndarray, slots: list[list[Arch]]) -> list[Job]:
+        """One jump-phase job per (non-empty region of `assignment`, architecture of its
+        slot)."""
+        jobs: list[Job] = []
+        for k, slot in enumerate(slots):
+            region = assignment == k
+            if region.any():
+                jobs += [(a, region, "jump") for a in slot]
+        return jobs
+
     def partition_jobs(
         self,
         assignment: np.ndarray,
@@ -148,15 +222,7 @@ class Explorer:
     ) -> list[Job]:
         """What measuring a hard partition trains: per non-empty region, the incumbent and
         one surrogate-chosen alternative."""
-        jobs: list[Job] = []
-        for k, incumbent in enumerate(archs):
-            region = assignment == k
-            if region.any():
-                jobs += [
-                    (incumbent, region, "jump"),
-                    (self.best_for_region(region, sizes, rng), region, "jump"),
-                ]
-        return jobs
+        return self.slot_jobs(assignment, self.partition_slots(assignment, archs, sizes, rng))
 
     def measure_partition(
         self,
@@ -178,16 +244,18 @@ class Explorer:
         sizes: np.ndarray,
         outcomes: list[Observation | None],
     ) -> tuple[float, list[Arch]]:
-        """`measure_partition`'s value from the outcomes of its `partition_jobs`."""
-        done = iter(outcomes)
+        """Measured J of a hard partition from trainings on its regions (`outcomes`, e.g. of
+        `partition_jobs`): per region, the best `region_value` among the outcomes trained on
+        exactly that region, and the architecture that attained it."""
+        done = [o for o in outcomes if o is not None]
         total, best_archs = 0.0, []
         for k, incumbent in enumerate(archs):
             region = assignment == k
             if not region.any():
                 best_archs.append(incumbent)
                 continue
-            trained = [obs for obs in (next(done), next(done)) if obs is not None]
-            if not trained:  # both trainings failed twice: this partition cannot be measured
+            trained = [o for o in done if np.array_equal(o.mask, region)]
+            if not trained:  # every training failed twice: this partition cannot be measured
                 return float("-inf"), list(archs)
             value, arch = max(
                 ((region_value(o, region, sizes), o.arch) for o in trained),
@@ -237,8 +305,8 @@ class Explorer:
         if np.array_equal(proposal, assignment):
             record["reason"] = "proposal equals the current routing"
             return record, [], []
-        current = self.partition_jobs(assignment, archs, sizes, rng)
-        return record, current, self.partition_jobs(proposal, archs, sizes, rng)
+        current, proposed = self.jump_slots(archs, assignment, proposal, sizes, rng)
+        return record, self.slot_jobs(assignment, current), self.slot_jobs(proposal, proposed)
 
     def decide_jump(
         self,
@@ -271,8 +339,11 @@ class Explorer:
         if np.array_equal(proposal, assignment):
             record["reason"] = "proposal equals the current routing"
             return record
-        current = self.measure_partition(assignment, archs, sizes, rng, t)
-        return _judged(record, current, self.measure_partition(proposal, archs, sizes, rng, t))
+        current, proposed = self.jump_slots(archs, assignment, proposal, sizes, rng)
+        measured = self.ledger.train(self.slot_jobs(assignment, current), t)
+        value = self.partition_value(assignment, archs, sizes, measured)
+        outcomes = self.ledger.train(self.slot_jobs(proposal, proposed), t)
+        return _judged(record, value, self.partition_value(proposal, archs, sizes, outcomes))
 
 
 def _judged(

@@ -4,10 +4,16 @@ The surrogate changes at every refit, so surrogate objective values from differe
 iterations are not comparable and are never used to pick an iterate. Measured values
 (`region_value`) are, provided they were obtained with equal effort: the final iterate's
 partition and the best other visited ones (by screening value) are re-measured with one
-common set of architectures (the final incumbents plus a few random ones); the best
-measured objective wins. Its regions then get the rest of the random search (the
-per-region refit), and each expert the architecture of lowest measured validation loss on
-its region.
+common set of architectures per expert slot; the best measured objective wins. With
+`finalist_champions` (default) the finalists' labels are aligned to the final iterate and
+slot k's set is the final incumbent k, the *champions* of region k of every finalist (the
+architectures of best measured value on that region's clusters so far, trained on exactly
+that region or on any mask covering it) and a few random ones:
+an architecture that proved itself on one finalist's region is tried on every finalist's
+corresponding region, so a partition is not judged with architectures chosen for another
+(without it: every incumbent plus the random ones, on every region). Its regions then get
+the rest of the random search (the per-region refit), and each expert the architecture of
+lowest measured validation loss on its region.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import numpy as np
 from ..space.arch import Arch, CellSpace
 from ..train.losses import region_loss
 from .config import SearchConfig
+from .exploration import align_labels, champions
 from .ledger import Job, Ledger
 
 Partition = tuple[int, ...]
@@ -115,6 +122,27 @@ def _finalists(
     return out
 
 
+def slot_architectures(
+    ledger: Ledger,
+    partitions: Sequence[Partition],
+    archs: Sequence[Arch],
+    extra: Sequence[Arch],
+    sizes: np.ndarray,
+    use_champions: bool,
+) -> list[list[Arch]]:
+    """The architectures every finalist's region k is trained with (labels aligned):
+    with `use_champions`, incumbent k, the `champions` of region k of each finalist and `extra`;
+    otherwise every incumbent and `extra` (the same set for every slot)."""
+    if not use_champions:
+        common = list(dict.fromkeys([*archs, *extra]))
+        return [common for _ in archs]
+    out = []
+    for k, incumbent in enumerate(archs):
+        best = [a for p in partitions for a in champions(ledger, np.array(p) == k, sizes)]
+        out.append(list(dict.fromkeys([incumbent, *best, *extra])))
+    return out
+
+
 def _best_per_region(
     ledger: Ledger,
     chosen: np.ndarray,
@@ -158,28 +186,43 @@ def finalise(
 ) -> tuple[np.ndarray, list[Arch], list[float | None], dict]:
     """Choose the returned partition and architectures on measured outcomes only.
 
-    Every finalist's regions are trained with the *same* architectures (the final
-    incumbents plus the first `finalist_budget` of the `refit_budget` random ones), so the
-    comparison is fair; the partition with the best measured objective wins and its regions
-    get the rest of the random search. Returns (partition, architectures, their region
-    validation losses, a selection report).
+    Every finalist's region k is trained with the *same* architectures
+    (`slot_architectures`: with `finalist_champions` the final incumbent k, the champions
+    of the finalists' regions k and the first `finalist_budget` of the `refit_budget`
+    random ones), so the comparison is fair; the partition with the best measured objective
+    wins and its regions get the rest of the random search. Returns (partition,
+    architectures, their region validation losses, a selection report).
     """
+    k_experts = config.n_experts
     final_key = tuple(final_assignment.tolist())
-    finalists = _finalists(ledger, config, trace, final_key, sizes, geometry)
+    finalists = [
+        (screening, iteration, _aligned(partition, final_assignment, k_experts))
+        for screening, iteration, partition in _finalists(
+            ledger, config, trace, final_key, sizes, geometry
+        )
+    ]
     refit = space.sample_many(config.refit_budget, rng)
     n_common = min(config.finalist_budget, config.refit_budget)
-    common = list(dict.fromkeys([*archs, *refit[:n_common]]))
+    slots = slot_architectures(
+        ledger,
+        [p for _, _, p in finalists],
+        archs,
+        refit[:n_common],
+        sizes,
+        config.finalist_champions,
+    )
     t = config.n_iterations + 1
     jobs: list[Job] = []
     for _, _, partition in finalists:
-        jobs += region_jobs(np.array(partition), common, config.n_experts)
+        assignment = np.array(partition)
+        for k, slot in enumerate(slots):
+            if (assignment == k).any():
+                jobs += [(a, assignment == k, "refit") for a in slot]
     ledger.train(jobs, t)
 
     report, best = [], None
     for screening, iteration, partition in finalists:
-        value = partition_value(
-            ledger, np.array(partition), sizes, config.n_experts, common, float("-inf")
-        )
+        value = _slot_value(ledger, np.array(partition), sizes, slots)
         report.append(
             {
                 "partition": list(partition),
@@ -191,19 +234,50 @@ def finalise(
         if best is None or value > best[0]:
             best = (value, partition)
     chosen = np.array(best[1])
-    ledger.train(region_jobs(chosen, refit[n_common:], config.n_experts), t)
+    ledger.train(region_jobs(chosen, refit[n_common:], k_experts), t)
     final, losses = _best_per_region(ledger, chosen, archs, val_sizes)
     for row in report:
         row["chosen"] = tuple(row["partition"]) == best[1]
     selection = {
-        "rule": "finalist partitions re-measured with a common architecture set; best "
-        "measured objective wins",
-        "common_architectures": len(common),
-        "refit_architectures_on_chosen": len(dict.fromkeys([*common, *refit])),
+        "rule": "finalist partitions (labels aligned to the final iterate) re-measured with "
+        "one architecture set per expert slot"
+        + (" (incumbent, finalists' champions, random)" if config.finalist_champions else "")
+        + "; best measured objective wins",
+        "common_architectures": max(len(slot) for slot in slots),
+        "slot_architectures": [len(slot) for slot in slots],
+        "refit_architectures_on_chosen": len(dict.fromkeys([*slots[0], *refit])),
         "finalists": report,
-        "equals_final_iterate": best[1] == final_key,
+        "equals_final_iterate": canonical_partition(best[1]) == canonical_partition(final_key),
     }
     return chosen, final, losses, selection
 
 
-__all__ = ["canonical_partition", "finalise", "partition_value", "region_jobs"]
+def _aligned(partition: Partition, final_assignment: np.ndarray, n_experts: int) -> Partition:
+    """`partition` relabelled to overlap most with the final iterate's experts."""
+    aligned = align_labels(np.asarray(partition), np.asarray(final_assignment), n_experts)
+    return tuple(int(v) for v in aligned)
+
+
+def _slot_value(
+    ledger: Ledger, assignment: np.ndarray, sizes: np.ndarray, slots: list[list[Arch]]
+) -> float:
+    """Measured J of a finalist: per region k, the best of slot k's trainings on it."""
+    total = 0.0
+    for k, slot in enumerate(slots):
+        region = assignment == k
+        if not region.any():
+            continue
+        value = ledger.best_value(region, sizes, slot)
+        if value is None:
+            return float("-inf")
+        total += value
+    return total
+
+
+__all__ = [
+    "canonical_partition",
+    "finalise",
+    "partition_value",
+    "region_jobs",
+    "slot_architectures",
+]
