@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
 from sgem.data import make_toy_task
 from sgem.executors import (
@@ -157,3 +158,31 @@ def test_unreachable_ray_address_fails_fast_and_clearly(setup) -> None:
     task, space, _, _ = setup
     with pytest.raises(ConnectionError, match=r"no Ray cluster answers at '127\.0\.0\.1:9'"):
         RayExecutor(task, space, TRAIN, address="127.0.0.1:9", connect_timeout_s=2)
+
+
+@pytest.mark.parametrize("length", ["fixed", "validation"])
+def test_final_experts_retrained_on_workers_match_inline(setup, length) -> None:
+    """The processes executor retrains the final MoE's experts side by side; the weights it
+    sends back give exactly the model trained here one expert after another."""
+    from sgem.moe.cluster_gated import train_final_moe
+
+    task, space, jobs, _ = setup
+    trainer = Trainer(task, space, TRAIN)
+    assignment = np.arange(task.n_clusters) % 2
+    archs = [jobs[0].arch, jobs[1].arch]
+    kwargs = dict(steps=20, seed=3, length=length)
+    moe_here, report_here = train_final_moe(task, trainer, assignment, archs, **kwargs)
+    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    try:
+        moe_there, report_there = train_final_moe(
+            task, trainer, assignment, archs, executor=ex, **kwargs
+        )
+    finally:
+        ex.close()
+    here, there = moe_here.state_dict(), moe_there.state_dict()
+    assert here.keys() == there.keys()
+    for key in here:
+        assert torch.equal(here[key], there[key]), key
+    assert report_here.test_nll == report_there.test_nll
+    assert report_here.steps == report_there.steps
+    assert report_here.final_length == report_there.final_length

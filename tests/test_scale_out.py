@@ -53,8 +53,8 @@ class _Crash(Exception):
 
 
 class _CrashingInline:
-    """Inline training through `run` only (chunks then run when collected), recording what
-    it trained; it dies like a killed process at its `crash_at`-th call."""
+    """Inline training (chunks run when collected), recording what it trained; it dies
+    like a killed process at its `crash_at`-th call."""
 
     name = "crashing"
 
@@ -66,11 +66,20 @@ class _CrashingInline:
         return self.inner.plan_jobs(jobs)
 
     def run(self, jobs):
+        return self._train(jobs, self.inner.run)  # a whole batch: the inner executor plans
+
+    def submit_chunk(self, jobs):
+        from sgem.executors import Deferred
+
+        # a planned chunk, trained as one when collected
+        return Deferred(lambda chunk: self._train(chunk, self.inner.runner.run), jobs)
+
+    def _train(self, jobs, train):
         self.calls += 1
         if self.calls == self.crash_at:
             raise _Crash
         self.trained += [j.arch.key for j in jobs]
-        return self.inner.run(jobs)
+        return train(jobs)
 
     def close(self) -> None:
         pass

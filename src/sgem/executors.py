@@ -18,6 +18,7 @@ follow from the job list alone and every backend runs a chunk through the same
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -51,6 +52,7 @@ from .jobs import (
 )
 
 if TYPE_CHECKING:
+    from .moe.cluster_gated import ExpertFit, ExpertJob
     from .train.batched import BatchedTabularTrainer
 
 
@@ -93,8 +95,21 @@ class ChunkRunner:
                 return [JobResult(o.losses, o.seconds, device) for o in outs]
             except Exception:
                 pass
-        with self._lock:
+        with self._lock, self._threads():
             return [_run_one(self.trainer, job) for job in jobs]
+
+    def _threads(self) -> contextlib.AbstractContextManager:
+        """A tabular candidate trains on `batch_threads` intra-op threads whether its chunk
+        is a vectorised program or a single job, so its numbers follow from the config, not
+        from the process's thread count; other spaces keep the process's."""
+        from .train.batched import supports
+        from .train.trainer import intra_op_threads
+
+        tr = self.trainer
+        config = getattr(tr, "config", None)
+        if config is None or not supports(tr.task, tr.space, config):
+            return contextlib.nullcontext()
+        return intra_op_threads(config.batch_threads)
 
     def _vectorised(self) -> BatchedTabularTrainer:
         with self._lock:
@@ -184,6 +199,15 @@ def _worker_init(
     _WORKER_RUNNER = ChunkRunner(make_trainer(factory, task, space, train_config, device))
 
 
+def _worker_fit_expert(job: ExpertJob) -> ExpertFit:
+    """Retrain one expert of the final MoE in a worker (`ProcessExecutor.fit_experts`)."""
+    from .moe.cluster_gated import fit_expert
+
+    assert _WORKER_RUNNER is not None
+    trainer = _WORKER_RUNNER.trainer
+    return fit_expert(trainer.task, trainer, job).portable()
+
+
 def _worker_run(jobs: list[TrainJob]) -> list[JobResult]:
     if any(os.environ.get("SGEM_TEST_CRASH_ARCH") == job.arch.key for job in jobs):
         os._exit(1)  # test hook: simulate a worker that dies mid-job
@@ -267,6 +291,22 @@ class ProcessExecutor:
     def plan_jobs(self, jobs: Sequence[TrainJob]) -> list[list[int]]:
         task, space, train_config = self._init_args[:3]
         return plan(task, space, train_config, jobs)
+
+    def fit_experts(self, jobs: Sequence[ExpertJob]) -> list[ExpertFit | None]:
+        """Retrain the final MoE's experts side by side on the workers (weights come back);
+        None for an expert whose worker failed, which the caller then trains itself."""
+        pool = self._get_pool()
+        futures = [pool.submit(_worker_fit_expert, job) for job in jobs]
+        fits: list[ExpertFit | None] = []
+        for future in futures:
+            try:
+                fits.append(future.result())
+            except Exception:
+                fits.append(None)
+        if any(f is None for f in fits) and self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)  # maybe broken: rebuild
+            self._pool = None
+        return fits
 
     def submit_chunk(self, jobs: list[TrainJob]) -> ChunkFuture:
         pool = self._get_pool()

@@ -107,10 +107,12 @@ def finish(
     started: float | None = None,
     search: SearchResult | None = None,
     uses_domain_labels: bool = False,
+    executor: object | None = None,
 ) -> MethodResult:
     """Retrain the cluster-gated MoE of a routing and its cells on train + validation and
     test it once (the protocol every method shares). `final_length`: "fixed" or
-    "validation" (each expert's length chosen on validation, `sgem.moe.final_length`)."""
+    "validation" (each expert's length chosen on validation, `sgem.moe.final_length`).
+    `executor`: the search's processes executor retrains the experts side by side."""
     started = time.perf_counter() if started is None else started
     moe, report = train_final_moe(
         task,
@@ -122,6 +124,7 @@ def finish(
         epochs=final_epochs,
         crps_samples=crps_samples,
         length=final_length,
+        executor=executor,
     )
     return MethodResult(
         method=method,

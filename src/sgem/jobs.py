@@ -101,7 +101,9 @@ def plan_jobs(executor: Executor, jobs: Sequence[TrainJob]) -> list[list[int]]:
 
 def submit_chunk(executor: Executor, jobs: Sequence[TrainJob]) -> ChunkFuture:
     """Start one chunk (see `plan_jobs`); an executor without `submit_chunk` runs it
-    through `run` when the result is asked for."""
+    through `run` when the result is asked for (so an executor that has `plan_jobs` but
+    no `submit_chunk` must train what `run` gets as one chunk: planning is not idempotent,
+    `TrainConfig.min_chunks` splits a chunk again)."""
     start = getattr(executor, "submit_chunk", None)
     return Deferred(executor.run, jobs) if start is None else start(list(jobs))
 

@@ -220,27 +220,29 @@ def _execute(
             found = search.fit(
                 task, store=store, executor=executor, resume=resume, deadline=_deadline(plan)
             )
+            # the final MoE: the protocol every method shares (sgem.experiment.finish); a
+            # processes executor's warm workers retrain the experts side by side
+            t0 = time.perf_counter()
+            final = finish(
+                "sgem",
+                task,
+                search.trainer_,
+                found.assignment,
+                found.architectures,
+                seed,
+                final_steps=search_cfg.final_steps,
+                final_epochs=cfg.final_epochs,
+                final_length=cfg.final_length,
+                crps_samples=cfg.crps_samples,  # forecasting tasks only
+                n_trained=found.n_trained,
+                search=found,
+                executor=None if isinstance(executor, str) else executor,
+            )
         finally:
             if not isinstance(executor, str):
                 executor.close()
     finally:
         store.close()
-    # the final MoE: the protocol every method shares (sgem.experiment.finish)
-    t0 = time.perf_counter()
-    final = finish(
-        "sgem",
-        task,
-        search.trainer_,
-        found.assignment,
-        found.architectures,
-        seed,
-        final_steps=search_cfg.final_steps,
-        final_epochs=cfg.final_epochs,
-        final_length=cfg.final_length,
-        crps_samples=cfg.crps_samples,  # forecasting tasks only
-        n_trained=found.n_trained,
-        search=found,
-    )
     timing = {**timing, **found.timing, "final_retrain": time.perf_counter() - t0}
     t0 = time.perf_counter()
     result = _result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)

@@ -178,8 +178,12 @@ def train_final_moe(
     epochs: float | None = None,
     crps_samples: int = 100,
     length: str | ValidationLength = "fixed",
+    executor: object | None = None,
 ) -> tuple[ClusterGatedMoE, MoEReport]:
     """Retrain each expert from scratch on its region of train + validation; test once.
+
+    `executor`: one with `fit_experts` (the processes executor) trains the experts side by
+    side on its workers, with the same numbers as training them here one after another.
 
     `length="fixed"` (default): every expert trains `steps` optimiser steps, or, with
     `epochs`, as many as make that many passes over its own region in minibatches of the
@@ -199,36 +203,30 @@ def train_final_moe(
     """
     start = time.perf_counter()
     assignment = np.asarray(assignment)
-    x = torch.as_tensor(
-        np.concatenate([task.train.x, task.val.x]), dtype=torch.float32, device=trainer.device
-    )
-    y = torch.as_tensor(np.concatenate([task.train.y, task.val.y]), device=trainer.device)
-    c = np.concatenate([task.train.cluster, task.val.cluster])
     rule = resolve_length(length)
-    experts: list[nn.Module | None] = []
-    used_steps: list[int | None] = []
-    lengths: list[dict | None] = []
-    for k, arch in enumerate(architectures):
-        region = assignment == k
-        if not region.any() or not region[c].any():
-            experts.append(None)
-            used_steps.append(None)
-            lengths.append(None)
-            continue
-        sel = torch.as_tensor(region[c], device=trainer.device)
-        n_k = int(sel.sum())
-        k_steps = (
-            steps if epochs is None else steps_for_epochs(n_k, epochs, trainer.config.batch_size)
+    c = np.concatenate([task.train.cluster, task.val.cluster])
+    jobs = [
+        ExpertJob(k, arch, assignment == k, expert_seed(seed, k), steps, epochs, rule)
+        for k, arch in enumerate(architectures)
+        if (assignment == k).any() and (assignment == k)[c].any()
+    ]
+    fits: list[ExpertFit | None] = [None] * len(jobs)
+    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
+        fits = executor.fit_experts(jobs)  # side by side on the workers; None: failed there
+    if any(f is None for f in fits):
+        data = train_val_tensors(task, trainer.device)
+        fits = [
+            f if f is not None else fit_expert(task, trainer, job, data)
+            for job, f in zip(jobs, fits, strict=True)
+        ]
+    experts: list[nn.Module | None] = [None] * len(architectures)
+    used_steps: list[int | None] = [None] * len(architectures)
+    lengths: list[dict | None] = [None] * len(architectures)
+    for job, fit in zip(jobs, fits, strict=True):
+        assert fit is not None
+        experts[job.index], used_steps[job.index], lengths[job.index] = fit.materialise(
+            trainer, job.arch
         )
-        if rule is not None:
-            choice = _validation_length(
-                task, trainer, arch, region, x, y, expert_seed(seed, k), rule, steps, epochs
-            )
-            lengths.append(None if choice is None else choice.to_json())
-            if choice is not None:
-                k_steps = choice.refit_steps
-        used_steps.append(k_steps)
-        experts.append(trainer.fit(arch, x[sel], y[sel], seed=expert_seed(seed, k), steps=k_steps))
     moe = ClusterGatedMoE(experts, assignment, list(architectures)).eval()
 
     x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)
@@ -259,6 +257,79 @@ def train_final_moe(
         forecast=task_test_scores(out, task),
     )
     return moe, report
+
+
+@dataclass(frozen=True)
+class ExpertJob:
+    """One expert of the final MoE to retrain: all a worker needs besides the task."""
+
+    index: int
+    arch: Arch
+    region: np.ndarray  # (M,) bool: the clusters routed to this expert
+    seed: int
+    steps: int
+    epochs: float | None
+    rule: ValidationLength | None
+
+
+@dataclass
+class ExpertFit:
+    """A retrained expert: the module (in this process) or its weights (from a worker),
+    its step count and, with a validation-chosen length, the tracking run's summary."""
+
+    steps: int
+    length: dict | None
+    module: nn.Module | None = None
+    state: dict[str, torch.Tensor] | None = None
+
+    def portable(self) -> ExpertFit:
+        """The weights on the CPU instead of the module, to send between processes."""
+        assert self.module is not None
+        state = {k: v.detach().cpu() for k, v in self.module.state_dict().items()}
+        return ExpertFit(self.steps, self.length, state=state)
+
+    def materialise(self, trainer: Trainer, arch: Arch) -> tuple[nn.Module, int, dict | None]:
+        module = self.module
+        if module is None:
+            assert self.state is not None
+            with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
+                module = trainer.build(arch)
+            module.load_state_dict(self.state)
+        return module, self.steps, self.length
+
+
+def train_val_tensors(task: ClusteredTask, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Train + validation inputs and targets, concatenated in that order, on `device`."""
+    x = torch.as_tensor(np.concatenate([task.train.x, task.val.x]), dtype=torch.float32)
+    y = torch.as_tensor(np.concatenate([task.train.y, task.val.y]))
+    return x.to(device), y.to(device)
+
+
+def fit_expert(
+    task: ClusteredTask,
+    trainer: Trainer,
+    job: ExpertJob,
+    data: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> ExpertFit:
+    """Retrain one expert on its region of train + validation: the fixed length, or the
+    length its validation tracking run chose (`job.rule`)."""
+    x, y = data if data is not None else train_val_tensors(task, trainer.device)
+    c = np.concatenate([task.train.cluster, task.val.cluster])
+    sel = torch.as_tensor(job.region[c], device=trainer.device)
+    k_steps = (
+        job.steps
+        if job.epochs is None
+        else steps_for_epochs(int(sel.sum()), job.epochs, trainer.config.batch_size)
+    )
+    length = None
+    if job.rule is not None:
+        choice = _validation_length(
+            task, trainer, job.arch, job.region, x, y, job.seed, job.rule, job.steps, job.epochs
+        )
+        if choice is not None:
+            length, k_steps = choice.to_json(), choice.refit_steps
+    module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps)
+    return ExpertFit(k_steps, length, module=module)
 
 
 def _validation_length(
