@@ -29,7 +29,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from scipy import special, stats
 
 ArrayLike = np.ndarray | torch.Tensor | float | Sequence[float]
 
@@ -119,6 +118,8 @@ def crps_student_t(loc: ArrayLike, scale: ArrayLike, df: ArrayLike, y: ArrayLike
     evaluated in log space (stable for large nu). For nu <= 1 the CRPS is infinite (the
     mean does not exist): returns inf there.
     """
+    from scipy import special, stats  # here, not at import: workers need none of scipy.stats
+
     loc, scale, df, y = np.broadcast_arrays(_np(loc), _np(scale), _np(df), _np(y))
     if (scale <= 0).any():
         raise ValueError("crps_student_t needs scale > 0")
@@ -265,6 +266,8 @@ def student_t_quantiles(
     loc: ArrayLike, scale: ArrayLike, df: ArrayLike, quantiles: Sequence[float] = WQL_QUANTILES
 ) -> np.ndarray:
     """Exact quantiles mu + sigma * t_nu^{-1}(q), shape (Q, *broadcast shape)."""
+    from scipy import stats
+
     loc, scale, df = np.broadcast_arrays(_np(loc), _np(scale), _np(df))
     return np.stack([loc + scale * stats.t.ppf(q, df) for q in quantiles])
 
