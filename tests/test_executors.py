@@ -60,6 +60,23 @@ def test_process_executor_matches_inline(setup) -> None:
         np.testing.assert_allclose(got.losses, want.losses, rtol=1e-5, atol=1e-6)
 
 
+def test_the_search_process_trains_one_chunk_itself(setup) -> None:
+    """With `caller_trains`, the last chunk trains in the calling process (same numbers); a
+    batch of one chunk starts no worker at all."""
+    task, space, jobs, reference = setup
+    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    try:
+        assert ex.caller_trains  # CPU only, a tabular space: on by default
+        ex.run(jobs[:1])
+        assert ex._pool is None, "one chunk: no worker should have started"
+        results = ex.run(jobs)  # two chunks: one here, one on a worker
+    finally:
+        ex.close()
+    for got, want in zip(results, reference, strict=True):
+        assert got.error is None
+        np.testing.assert_allclose(got.losses, want.losses, rtol=1e-5, atol=1e-6)
+
+
 def test_dying_worker_fails_only_its_own_job(setup, monkeypatch) -> None:
     """The jobs that shared a chunk with the dying one are re-run one at a time, so they
     match one-at-a-time training (not the vectorised chunk's float noise)."""
@@ -68,7 +85,7 @@ def test_dying_worker_fails_only_its_own_job(setup, monkeypatch) -> None:
     reference = InlineExecutor(Trainer(task, space, one_at_a_time)).run(jobs)
     monkeypatch.setenv("SGEM_TEST_CRASH_ARCH", jobs[1].arch.key)
     # one chunk of four: all three survivors shared the dying job's chunk
-    ex = ProcessExecutor(task, space, replace(TRAIN, min_chunks=1), workers=2)
+    ex = ProcessExecutor(task, space, replace(TRAIN, min_chunks=1), workers=2, caller_trains=False)
     try:
         results = ex.run(jobs)
     finally:

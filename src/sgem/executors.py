@@ -154,6 +154,12 @@ class ProcessExecutor:
 
     With GPUs, worker i uses GPU (pid mod n_gpus). A worker that dies fails only the jobs
     it took; the pool is rebuilt for the next batch.
+
+    `caller_trains` (default: on without GPUs, for spaces that train as vectorised
+    programs): the search process, which would only wait, trains the last chunk of each
+    batch itself while the workers take the others, so a batch of one chunk needs no worker
+    at all. The numbers are the same (same chunks, same `ChunkRunner`; a tabular chunk's
+    thread count is pinned by `batch_threads` wherever it runs).
     """
 
     name = "processes"
@@ -166,8 +172,11 @@ class ProcessExecutor:
         workers: int = 2,
         threads: int = 1,
         trainer_factory: TrainerFactory | None = None,
+        caller_trains: bool | None = None,
     ) -> None:
         import torch
+
+        from .train.batched import supports
 
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
@@ -175,6 +184,22 @@ class ProcessExecutor:
         devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         self._init_args = (task, space, train_config, devices, threads, trainer_factory)
         self._pool: ProcessPoolExecutor | None = None
+        if caller_trains is None:
+            caller_trains = (
+                not devices
+                and trainer_factory is None
+                and train_config.batch_candidates > 1
+                and supports(task, space, train_config)
+            )
+        self.caller_trains = bool(caller_trains)
+        self._caller: ChunkRunner | None = None
+
+    def _caller_runner(self) -> ChunkRunner:
+        if self._caller is None:
+            task, space, train_config = self._init_args[:3]
+            trainer = make_trainer(self._init_args[5], task, space, train_config, "cpu")
+            self._caller = ChunkRunner(trainer)
+        return self._caller
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -188,13 +213,18 @@ class ProcessExecutor:
             )
         return self._pool
 
-    def _run_chunks(self, chunks: list[list[TrainJob]]) -> tuple[list[list[JobResult]], list[int]]:
-        """Submit all chunks; returns results per chunk and the chunks lost to a dying
-        worker."""
+    def _run_chunks(
+        self, chunks: list[list[TrainJob]], local: int | None = None
+    ) -> tuple[list[list[JobResult]], list[int]]:
+        """Submit all chunks but `local` (which trains here, meanwhile); returns results
+        per chunk and the chunks lost to a dying worker."""
         results: list[list[JobResult] | None] = [None] * len(chunks)
         lost: list[int] = []
-        pool = self._get_pool()
-        futures = {pool.submit(_worker_run, chunk): i for i, chunk in enumerate(chunks)}
+        remote = [i for i in range(len(chunks)) if i != local]
+        pool = self._get_pool() if remote else None
+        futures = {pool.submit(_worker_run, chunks[i]): i for i in remote} if pool else {}
+        if local is not None:
+            results[local] = self._caller_runner().run(chunks[local])
         for future in as_completed(futures):
             i = futures[future]
             try:
@@ -216,7 +246,8 @@ class ProcessExecutor:
         jobs lost that way are re-run one at a time in fresh pools, so only the job that
         really kills its worker comes back failed."""
         chunks = self.plan_jobs(jobs)
-        outs, lost = self._run_chunks([[jobs[i] for i in c] for c in chunks])
+        local = len(chunks) - 1 if self.caller_trains and chunks else None
+        outs, lost = self._run_chunks([[jobs[i] for i in c] for c in chunks], local)
         if lost and (len(lost) > 1 or len(chunks[lost[0]]) > 1):
             for c in lost:
                 outs[c] = [self._run_chunks([[jobs[i]]])[0][0][0] for i in chunks[c]]
