@@ -283,7 +283,11 @@ def plot(path: Path) -> None:
     fig.tight_layout()
     out = path.parent / "scaling"
     fig.savefig(out.with_suffix(".png"), dpi=100)
-    out.with_suffix(".md").write_text(
+    md = out.with_suffix(".md")
+    # the hand-written findings (everything from the first "## Findings" heading) are kept
+    old = md.read_text() if md.exists() else ""
+    findings = old[old.index("\n## Findings") :] if "\n## Findings" in old else ""
+    md.write_text(
         "# Scaling benchmark: partial grid (what the time allowed)\n\n"
         "oracle 1.0 = runs whose partition equals the oracle (toy: majority source per "
         "cluster; see `make_toy_task(oracle=...)`).\n\n"
@@ -291,6 +295,7 @@ def plot(path: Path) -> None:
         + "\n\nMachines (uptime at the last saved run):\n\n"
         + "\n".join(f"- {m}" for m in machines)
         + "\n"
+        + findings
     )
     print("\n".join(lines))
 
