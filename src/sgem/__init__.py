@@ -9,8 +9,9 @@ import torch, scikit-learn or scipy; the first use of a name imports its module.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_attributes
 
 __version__ = "0.1.0"
 
@@ -62,19 +63,6 @@ if TYPE_CHECKING:  # what static analysers and IDEs see
     from .train import TrainConfig, Trainer
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later look-ups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
-
 __all__ = [
     "SGEM",
     "Arch",
@@ -103,3 +91,5 @@ __all__ = [
     "make_toy_task",
     "read_tsf",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, __all__)

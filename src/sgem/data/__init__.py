@@ -9,8 +9,9 @@ module.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_attributes
 
 #: public name -> the submodule defining it
 _LAZY: dict[str, str] = {
@@ -70,19 +71,6 @@ if TYPE_CHECKING:  # what static analysers and IDEs see
     from .tsf import TSFData, TSFFormatError, read_tsf, write_tsf
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
-
 __all__ = [
     "ArrayEmbedding",
     "ClusteredTask",
@@ -114,3 +102,5 @@ __all__ = [
     "window_descriptors",
     "write_tsf",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, __all__)
