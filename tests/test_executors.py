@@ -77,6 +77,23 @@ def test_the_search_process_trains_one_chunk_itself(setup) -> None:
         np.testing.assert_allclose(got.losses, want.losses, rtol=1e-5, atol=1e-6)
 
 
+def test_caller_trains_one_job_at_a_time_like_the_workers(setup) -> None:
+    """Jobs trained one at a time (as in the image and forecasting spaces): the one the
+    search process trains itself equals what inline training gives, bit for bit."""
+    task, space, jobs, _ = setup
+    single = replace(TRAIN, batch_candidates=1)
+    reference = InlineExecutor(Trainer(task, space, single)).run(jobs)
+    ex = ProcessExecutor(task, space, single, workers=2)
+    try:
+        assert ex.caller_trains
+        results = ex.run(jobs)
+    finally:
+        ex.close()
+    for got, want in zip(results, reference, strict=True):
+        assert got.error is None
+        np.testing.assert_array_equal(got.losses, want.losses)
+
+
 def test_dying_worker_fails_only_its_own_job(setup, monkeypatch) -> None:
     """The jobs that shared a chunk with the dying one are re-run one at a time, so they
     match one-at-a-time training (not the vectorised chunk's float noise)."""

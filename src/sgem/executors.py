@@ -18,6 +18,7 @@ follow from the job list alone and every backend runs a chunk through the same
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 from collections.abc import Sequence
@@ -155,11 +156,12 @@ class ProcessExecutor:
     With GPUs, worker i uses GPU (pid mod n_gpus). A worker that dies fails only the jobs
     it took; the pool is rebuilt for the next batch.
 
-    `caller_trains` (default: on without GPUs, for spaces that train as vectorised
-    programs): the search process, which would only wait, trains the last chunk of each
-    batch itself while the workers take the others, so a batch of one chunk needs no worker
-    at all. The numbers are the same (same chunks, same `ChunkRunner`; a tabular chunk's
-    thread count is pinned by `batch_threads` wherever it runs).
+    `caller_trains` (default: on without GPUs): the search process, which would only wait,
+    trains the last chunk of each batch (and the last expert of the final retrain) itself
+    while the workers take the others; a batch of one chunk needs no worker at all, and
+    with two workers an odd batch no longer leaves a core idle for a whole round (the OS
+    shares the two cores among three trainers). The numbers are the same: same chunks,
+    same `ChunkRunner`, and the caller trains on the workers' thread count.
     """
 
     name = "processes"
@@ -176,8 +178,6 @@ class ProcessExecutor:
     ) -> None:
         import torch
 
-        from .train.batched import supports
-
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
@@ -185,14 +185,16 @@ class ProcessExecutor:
         self._init_args = (task, space, train_config, devices, threads, trainer_factory)
         self._pool: ProcessPoolExecutor | None = None
         if caller_trains is None:
-            caller_trains = (
-                not devices
-                and trainer_factory is None
-                and train_config.batch_candidates > 1
-                and supports(task, space, train_config)
-            )
+            caller_trains = not devices and trainer_factory is None
         self.caller_trains = bool(caller_trains)
+        self.threads = threads
         self._caller: ChunkRunner | None = None
+
+    def _as_a_worker(self) -> contextlib.AbstractContextManager:
+        """The caller trains on the workers' intra-op thread count (same numbers)."""
+        from .train.trainer import intra_op_threads
+
+        return intra_op_threads(self.threads)
 
     def _caller_runner(self) -> ChunkRunner:
         if self._caller is None:
@@ -224,7 +226,8 @@ class ProcessExecutor:
         pool = self._get_pool() if remote else None
         futures = {pool.submit(_worker_run, chunks[i]): i for i in remote} if pool else {}
         if local is not None:
-            results[local] = self._caller_runner().run(chunks[local])
+            with self._as_a_worker():
+                results[local] = self._caller_runner().run(chunks[local])
         for future in as_completed(futures):
             i = futures[future]
             try:
@@ -260,8 +263,17 @@ class ProcessExecutor:
     def fit_experts(self, jobs: Sequence[ExpertJob]) -> list[ExpertFit | None]:
         """Retrain the final MoE's experts side by side on the workers (weights come back);
         None for an expert whose worker failed, which the caller then trains itself."""
-        pool = self._get_pool()
-        futures = [pool.submit(_worker_fit_expert, job) for job in jobs]
+        local = jobs[-1] if self.caller_trains and jobs else None
+        remote = list(jobs[:-1]) if local is not None else list(jobs)
+        pool = self._get_pool() if remote else None
+        futures = [pool.submit(_worker_fit_expert, job) for job in remote] if pool else []
+        mine: ExpertFit | None = None
+        if local is not None:
+            from .moe.cluster_gated import fit_expert
+
+            trainer = self._caller_runner().trainer
+            with self._as_a_worker():
+                mine = fit_expert(trainer.task, trainer, local).portable()
         fits: list[ExpertFit | None] = []
         for future in futures:
             try:
@@ -271,7 +283,7 @@ class ProcessExecutor:
         if any(f is None for f in fits) and self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)  # maybe broken: rebuild
             self._pool = None
-        return fits
+        return fits if local is None else [*fits, mine]
 
     def submit_chunk(self, jobs: list[TrainJob]) -> ChunkFuture:
         pool = self._get_pool()
