@@ -92,3 +92,23 @@ def test_threads_do_not_change_results() -> None:
     for x, y in zip(a, b, strict=True):
         assert x.error is None and y.error is None
         np.testing.assert_array_equal(x.losses, y.losses)
+
+
+def test_a_failing_chunk_beside_a_vectorised_one_stays_deterministic() -> None:
+    """A chunk that falls back to one-at-a-time training (it seeds torch's global RNG) runs
+    beside a vectorised chunk in another thread: both must give what they give alone (one
+    lock guards the global RNG for both)."""
+    space = TabularSpace()  # with dropout
+    tr = Trainer(make_toy_task(2), space, TrainConfig(steps=30))
+    jobs = [TrainJob(a, m, s) for a, m, s in _jobs(space, 5, seed=2)]
+    bad = TrainJob(jobs[0].arch, np.zeros(20, bool), 1)  # fails its chunk's program
+    runs = []
+    for threads in (1, 2, 2, 2):
+        ex = InlineExecutor(tr, threads=threads)
+        try:
+            runs.append([r.losses for r in ex.run([*jobs, bad])[:5]])
+        finally:
+            ex.close()
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -59,7 +59,11 @@ class ChunkRunner:
                 return [JobResult(o.losses, o.seconds, device) for o in outs]
             except Exception:
                 pass
-        with self._lock, self._threads():
+        from .train.batched import GLOBAL_RNG_LOCK
+
+        # one-at-a-time training seeds and draws from torch's global RNG: no other chunk
+        # may touch it meanwhile (the inline executor trains chunks in threads)
+        with GLOBAL_RNG_LOCK, self._threads():
             return [_run_one(self.trainer, job) for job in jobs]
 
     def _threads(self) -> contextlib.AbstractContextManager:

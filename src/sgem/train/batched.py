@@ -56,8 +56,9 @@ Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
 #: feature x sample cells per state tensor above which a chunk is split further (memory)
 MAX_CELLS = 2_000_000
 
-#: held while a chunk seeds torch's global RNG and builds its networks (threads)
-_GLOBAL_RNG = threading.Lock()
+#: held by whatever uses torch's global RNG while chunks may train in threads: a chunk while
+#: it seeds it and builds its networks, a one-at-a-time training (`ChunkRunner`) throughout
+GLOBAL_RNG_LOCK = threading.Lock()
 
 
 def supports(task: ClusteredTask, space: CellSpace, config: TrainConfig) -> bool:
@@ -173,7 +174,7 @@ class BatchedTabularTrainer:
         archs = [a for a, _, _ in jobs]
         nets = []
         rows = []
-        with _GLOBAL_RNG:  # chunks may train in threads; initial weights use the global RNG
+        with GLOBAL_RNG_LOCK:  # chunks may train in threads; initial weights use the global RNG
             for arch, mask, seed in jobs:  # exactly as Trainer.fit starts a network
                 sel = torch.as_tensor(np.asarray(mask, bool), device=self.device)[tr.c_train]
                 torch.manual_seed(seed)
@@ -365,4 +366,11 @@ class BatchedTabularTrainer:
         return F.pad((flat - mean) / std, (0, self.width - self.in_dim))
 
 
-__all__ = ["MAX_CELLS", "BatchedTabularTrainer", "job_chunks", "plan_chunks", "supports"]
+__all__ = [
+    "GLOBAL_RNG_LOCK",
+    "MAX_CELLS",
+    "BatchedTabularTrainer",
+    "job_chunks",
+    "plan_chunks",
+    "supports",
+]
