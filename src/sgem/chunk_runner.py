@@ -44,7 +44,8 @@ class ChunkRunner:
     error and one bad job never fails the others.
 
     Safe to call from several threads: vectorised programs share nothing mutable, and
-    one-at-a-time training (which seeds torch's global RNG) runs under one lock."""
+    one-at-a-time training (which seeds torch's global RNG) holds
+    `train.batched.GLOBAL_RNG_LOCK`, the lock vectorised chunks take to build networks."""
 
     def __init__(self, trainer) -> None:
         self.trainer = trainer

@@ -272,8 +272,8 @@ class ProcessExecutor:
             from .moe.cluster_gated import fit_expert
 
             trainer = self._caller_runner().trainer
-            with self._as_a_worker():
-                mine = fit_expert(trainer.task, trainer, local).portable()
+            with self._as_a_worker():  # the module itself: no weights to ship from here
+                mine = fit_expert(trainer.task, trainer, local)
         fits: list[ExpertFit | None] = []
         for future in futures:
             try:
