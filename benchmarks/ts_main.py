@@ -55,9 +55,9 @@ from sgem.analysis import RunObservations, format_op_table, op_effects
 from sgem.baselines import BaselineSetup, get_baseline
 from sgem.baselines.base import forecast_fields
 from sgem.data.timeseries import load_domains, make_timeseries_task
+from sgem.experiment import finish_sgem
 from sgem.forecast import relative_geomean, seasonality
 from sgem.metrics import partition_match
-from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.final_length import FINAL_LENGTHS
 from sgem.pipeline import build_space, load_config
 from sgem.search.config import SearchConfig
@@ -145,8 +145,26 @@ def scale_config(args: argparse.Namespace) -> dict:
         cfg["task"]["directory"] = None
         cfg["task"]["domains"] = [os.path.abspath(f) for f in args.files]
     cfg["budget"] = args.budget or DEFAULT_BUDGET[args.scale]
-    cfg["final_length"] = args.final_length
+    if args.final_length:  # else the preset's (validation in the forecasting presets)
+        cfg["final_length"] = args.final_length
+    cfg["final_length"] = list(dict.fromkeys(_as_list(cfg["final_length"])))
+    for key, value in (item.split("=", 1) for item in args.search_set or []):
+        cfg["search"][key] = _parse_value(value)
     return cfg
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _parse_value(text: str):
+    """A `--search-set` value: int, float, true/false, or the text itself."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def load_task_domains(task_cfg: dict) -> dict:
@@ -202,18 +220,18 @@ def run_sgem(
 
 def _sgem_row(task, cfg: dict, seed: int, search, found, length: str) -> dict:
     search_cfg = SearchConfig.from_dict(cfg["search"])
-    _, report = train_final_moe(
+    final = finish_sgem(  # with length "validation": the finalists' second look first
         task,
         search.trainer_,
-        found.assignment,
-        found.architectures,
-        steps=search_cfg.final_steps,
-        seed=seed,
-        epochs=cfg["final_epochs"],
+        found,
+        search_cfg,
+        seed,
+        final_epochs=cfg["final_epochs"],
+        final_length=length,
         crps_samples=cfg["crps_samples"],
-        length=length,
     )
-    moe = report.to_json()
+    found = final.search
+    moe = final.report.to_json()
     names = task.meta["domain_names"]
     row = {
         "method": "sgem",
@@ -229,6 +247,15 @@ def _sgem_row(task, cfg: dict, seed: int, search, found, length: str) -> dict:
         "search_seconds": round(found.seconds, 3),
         "steps": moe["steps"],
     }
+    check = found.selection.get("final_check")
+    if check is not None:
+        row["final_check"] = {
+            "changed_partition": check["changed_partition"],
+            "changed_architectures": check["changed_architectures"],
+            "tracking_runs": check["tracking_runs"],
+            "seconds": check["seconds"],
+            "validation_nll": [c["validation_nll"] for c in check["contenders"]],
+        }
     if "final_length" in moe:
         row["final_length"] = [
             None if f is None else {k: v for k, v in f.items() if k != "curve"}
@@ -485,9 +512,10 @@ def main() -> None:
         "--final-length",
         choices=FINAL_LENGTHS,
         nargs="+",
-        default=["fixed"],
-        help="final training length of SGEM and every baseline: the preset's (fixed) or "
-        "chosen on validation, then retrained on train + validation (validation). Several: "
+        default=None,
+        help="final training length of SGEM and every baseline: fixed (the preset's steps) or "
+        "chosen on validation, then retrained on train + validation (validation; the "
+        "forecasting presets' default, where SGEM also makes its second look). Several: "
         "one search per method and seed, the final training once per length, one output "
         "file per length (<tag>-<length>)",
     )
@@ -500,6 +528,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None, help="candidate training steps")
     p.add_argument("--final-steps", type=int, default=None, help="final retraining steps")
     p.add_argument("--budget", type=int, default=None, help="baseline candidate trainings")
+    p.add_argument(
+        "--search-set",
+        nargs="+",
+        default=None,
+        metavar="KEY=VALUE",
+        help="SGEM search settings over the preset's (e.g. refit_budget=0 final_candidates=1)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--tag", default=None, help="file name suffix (default: the scale)")
     p.add_argument("--resume", action="store_true", help="skip (seed, method) already saved")
@@ -526,7 +561,7 @@ def main() -> None:
     tag = args.tag or args.scale
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    lengths = list(dict.fromkeys(args.final_length))
+    lengths = list(cfg["final_length"])
     tags = {L: tag if len(lengths) == 1 else f"{tag}-{L}" for L in lengths}
     cfgs = {L: {**cfg, "final_length": L} for L in lengths}
     rows: dict[str, list[dict]] = {L: [] for L in lengths}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,9 @@ from .data.task import ClusteredTask
 from .metrics import partition_match
 from .moe.artifact import save_final_moe
 from .moe.cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
+from .moe.final_length import resolve_length
 from .search.config import SearchConfig
+from .search.final_check import final_check
 from .search.sgem import SGEM, SearchResult
 from .space.arch import Arch, CellSpace
 from .train.trainer import Trainer
@@ -108,11 +110,13 @@ def finish(
     search: SearchResult | None = None,
     uses_domain_labels: bool = False,
     executor: object | None = None,
+    known_lengths: list[dict | None] | None = None,
 ) -> MethodResult:
     """Retrain the cluster-gated MoE of a routing and its cells on train + validation and
     test it once (the protocol every method shares). `final_length`: "fixed" or
     "validation" (each expert's length chosen on validation, `sgem.moe.final_length`).
-    `executor`: the search's processes executor retrains the experts side by side."""
+    `executor`: the search's processes executor retrains the experts side by side;
+    `known_lengths`: tracking runs already made for these experts (`finish_sgem`)."""
     started = time.perf_counter() if started is None else started
     moe, report = train_final_moe(
         task,
@@ -125,6 +129,7 @@ def finish(
         crps_samples=crps_samples,
         length=final_length,
         executor=executor,
+        known_lengths=known_lengths,
     )
     return MethodResult(
         method=method,
@@ -141,6 +146,70 @@ def finish(
     )
 
 
+def finish_sgem(
+    task: ClusteredTask,
+    trainer: Trainer,
+    found: SearchResult,
+    config: SearchConfig,
+    seed: int,
+    *,
+    final_epochs: float | None = None,
+    final_length: str = "fixed",
+    crps_samples: int = 100,
+    started: float | None = None,
+    executor: object | None = None,
+) -> MethodResult:
+    """SGEM's final model: with a validation-chosen length, the finalists' second look
+    (`sgem.search.final_check`) makes the last choice of partition and architectures with
+    that protocol and hands its tracking runs on; then `finish`. The result's `search` is
+    `found` with the partition and architectures the final model has, and the check's
+    report in `selection["final_check"]`."""
+    rule = resolve_length(final_length)
+    known = None
+    if rule is not None and config.final_check_partitions > 0:
+        check = final_check(
+            task,
+            trainer,
+            found.store,
+            found.selection,
+            (found.assignment, found.architectures),
+            seed,
+            steps=config.final_steps,
+            epochs=final_epochs,
+            rule=rule,
+            n_partitions=config.final_check_partitions,
+            n_archs=config.final_check_archs,
+            executor=executor,
+        )
+        known = check.known_lengths
+        found = replace(
+            found,
+            assignment=check.assignment,
+            architectures=check.architectures,
+            oracle_match=partition_match(check.assignment, task.oracle_partition)
+            if task.oracle_partition is not None
+            else None,
+            selection={**found.selection, "final_check": check.report},
+        )
+    return finish(
+        "sgem",
+        task,
+        trainer,
+        found.assignment,
+        found.architectures,
+        seed,
+        final_steps=config.final_steps,
+        final_epochs=final_epochs,
+        final_length=final_length,
+        crps_samples=crps_samples,
+        n_trained=found.n_trained,
+        started=started,
+        search=found,
+        executor=executor,
+        known_lengths=known,
+    )
+
+
 def run_sgem(
     task: ClusteredTask,
     space: CellSpace,
@@ -148,6 +217,7 @@ def run_sgem(
     seed: int,
     *,
     final_epochs: float | None = None,
+    final_length: str = "fixed",
     crps_samples: int = 100,
     device: str = "cpu",
     progress: bool = False,
@@ -159,20 +229,17 @@ def run_sgem(
     listener = fit_options.pop("listener", None)
     search = SGEM(space, config, seed=seed, progress=progress, listener=listener, device=device)
     found = search.fit(task, **fit_options)
-    return finish(
-        "sgem",
+    return finish_sgem(
         task,
         search.trainer_,
-        found.assignment,
-        found.architectures,
+        found,
+        config,
         seed,
-        final_steps=config.final_steps,
         final_epochs=final_epochs,
+        final_length=final_length,
         crps_samples=crps_samples,
-        n_trained=found.n_trained,
         started=started,
-        search=found,
     )
 
 
-__all__ = ["MethodResult", "finish", "run_sgem"]
+__all__ = ["MethodResult", "finish", "finish_sgem", "run_sgem"]

@@ -24,7 +24,7 @@ import torch
 from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .executors import make_executor
-from .experiment import finish
+from .experiment import finish_sgem
 from .moe.artifact import save_final_moe
 from .presets import PRESET_NAMES
 from .runconfig import (
@@ -220,30 +220,33 @@ def _execute(
             found = search.fit(
                 task, store=store, executor=executor, resume=resume, deadline=_deadline(plan)
             )
-            # the final MoE: the protocol every method shares (sgem.experiment.finish); a
-            # processes executor's warm workers retrain the experts side by side
+            # the final MoE: the finalists' second look with the final protocol, then the
+            # protocol every method shares (sgem.experiment.finish_sgem); a processes
+            # executor's warm workers make the tracking runs and retrain side by side
             t0 = time.perf_counter()
-            final = finish(
-                "sgem",
+            final = finish_sgem(
                 task,
                 search.trainer_,
-                found.assignment,
-                found.architectures,
+                found,
+                search_cfg,
                 seed,
-                final_steps=search_cfg.final_steps,
                 final_epochs=cfg.final_epochs,
                 final_length=cfg.final_length,
                 crps_samples=cfg.crps_samples,  # forecasting tasks only
-                n_trained=found.n_trained,
-                search=found,
                 executor=None if isinstance(executor, str) else executor,
             )
+            assert final.search is not None
+            found = final.search  # the partition and cells of the final model
         finally:
             if not isinstance(executor, str):
                 executor.close()
     finally:
         store.close()
-    timing = {**timing, **found.timing, "final_retrain": time.perf_counter() - t0}
+    checked = time.perf_counter() - t0
+    check_seconds = (found.selection or {}).get("final_check", {}).get("seconds", 0.0)
+    timing = {**timing, **found.timing, "final_retrain": checked - check_seconds}
+    if check_seconds:
+        timing["final_check"] = check_seconds
     t0 = time.perf_counter()
     result = _result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
     result["resumed"] = resume
@@ -328,9 +331,11 @@ def _budget_plan(
             final = search_cfg.n_experts * search_cfg.final_steps / search_cfg.train.steps
             final *= max(1.0, n_fit / len(task.train) / search_cfg.n_experts)
         if cfg.final_length == "validation":
-            from .moe.final_length import PLANNING_FACTOR
+            from .moe.final_length import PLANNING_FACTOR, TRACKING_FACTOR
 
-            final *= PLANNING_FACTOR
+            # the second look tracks P x A (partition, cell) pairs per expert, one reused
+            extra = search_cfg.final_check_partitions * search_cfg.final_check_archs - 1
+            final *= PLANNING_FACTOR + TRACKING_FACTOR * max(extra, 0)
         seconds = float(cfg.time_budget) - (time.perf_counter() - start)
         _, plan = plan_search(search_cfg, seconds, t, final)
         file.write_text(json.dumps(plan, indent=1))

@@ -25,6 +25,7 @@ PHASES = (
     "exploration",
     "finalisation",
     "checkpoint",
+    "final_check",
     "final_retrain",
     "reporting",
 )

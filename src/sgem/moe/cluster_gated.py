@@ -179,6 +179,7 @@ def train_final_moe(
     crps_samples: int = 100,
     length: str | ValidationLength = "fixed",
     executor: object | None = None,
+    known_lengths: list[dict | None] | None = None,
 ) -> tuple[ClusterGatedMoE, MoEReport]:
     """Retrain each expert from scratch on its region of train + validation; test once.
 
@@ -196,7 +197,9 @@ def train_final_moe(
     length, the best step count scaled by (n_train + n_val) / n_train is what the expert
     then trains on train + validation (same seed as the fixed protocol). The report's
     `steps` are those lengths, `final_length` the tracking runs. An expert whose region has
-    no training or no validation sample keeps the fixed length.
+    no training or no validation sample keeps the fixed length. `known_lengths[k]`: expert
+    k's tracking run was already made (the finalists' second look, `sgem.search.final_check`,
+    same architecture, region and seed), so it is retrained for that length directly.
 
     Forecasting tasks also get MASE and wQL in original units (`report.forecast`,
     `sgem.forecast.task_test_scores`).
@@ -205,8 +208,18 @@ def train_final_moe(
     assignment = np.asarray(assignment)
     rule = resolve_length(length)
     c = np.concatenate([task.train.cluster, task.val.cluster])
+    known = list(known_lengths) if known_lengths is not None else [None] * len(architectures)
     jobs = [
-        ExpertJob(k, arch, assignment == k, expert_seed(seed, k), steps, epochs, rule)
+        ExpertJob(
+            k,
+            arch,
+            assignment == k,
+            expert_seed(seed, k),
+            steps,
+            epochs,
+            rule,
+            known_length=known[k] if rule is not None else None,
+        )
         for k, arch in enumerate(architectures)
         if (assignment == k).any() and (assignment == k)[c].any()
     ]
@@ -270,6 +283,11 @@ class ExpertJob:
     steps: int
     epochs: float | None
     rule: ValidationLength | None
+    #: only the tracking run (no retraining): what the finalists' second look measures
+    track_only: bool = False
+    #: a tracking run already made for this (arch, region, seed) (`LengthChoice.to_json()`):
+    #: retrain for its length without tracking again
+    known_length: dict | None = None
 
 
 @dataclass
@@ -284,7 +302,8 @@ class ExpertFit:
 
     def portable(self) -> ExpertFit:
         """The weights on the CPU instead of the module, to send between processes."""
-        assert self.module is not None
+        if self.module is None:  # a tracking run only: nothing to send but its summary
+            return self
         state = {k: v.detach().cpu() for k, v in self.module.state_dict().items()}
         return ExpertFit(self.steps, self.length, state=state)
 
@@ -321,13 +340,17 @@ def fit_expert(
         if job.epochs is None
         else steps_for_epochs(int(sel.sum()), job.epochs, trainer.config.batch_size)
     )
-    length = None
-    if job.rule is not None:
+    length = job.known_length
+    if length is None and job.rule is not None:
         choice = _validation_length(
             task, trainer, job.arch, job.region, x, y, job.seed, job.rule, job.steps, job.epochs
         )
         if choice is not None:
-            length, k_steps = choice.to_json(), choice.refit_steps
+            length = choice.to_json()
+    if length is not None:
+        k_steps = int(length["refit_steps"])
+    if job.track_only:
+        return ExpertFit(k_steps, length)
     module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps)
     return ExpertFit(k_steps, length, module=module)
 

@@ -43,6 +43,9 @@ FINAL_LENGTHS = ("fixed", "validation")
 #: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
 #: and the refit on train + validation is the chosen length scaled by the data ratio
 PLANNING_FACTOR = 3.5
+#: the tracking run's share of that (the rest is the refit): what each further tracking run
+#: of the finalists' second look (`sgem.search.final_check`) costs per expert
+TRACKING_FACTOR = 2.3
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,13 @@ class SearchConfig:
     # random architectures (besides the incumbents) every finalist region is trained with;
     # the winner then gets the rest of `refit_budget`
     finalist_budget: int = 4
+    # the finalists' second look (search.final_check), only when the final experts' length
+    # is chosen on validation: the return rule's partition and the next
+    # `final_check_partitions - 1` contenders (the geometry split first), each region with
+    # its `final_check_archs` best candidate architectures, judged by the final protocol's
+    # own tracking run (early-stopped validation NLL); 0 partitions: off
+    final_check_partitions: int = 2
+    final_check_archs: int = 2
     freeze_routing: bool = False  # ablation: no M-step on R (routing stays at its random init)
     # ablation: the scalar surrogate (region average, eq. scalar_u) with the load-balancing
     # penalty lb_weight * LB(R) in the routing M-step ("clusters" or "samples" fractions)
@@ -124,8 +131,10 @@ class SearchConfig:
             "finalist_budget",
             "batch_size",
             "pipeline",
+            "final_check_partitions",
         ):
             check_int(self, name, 0)
+        check_int(self, "final_check_archs", 1)
         check_float(self, "routing_lr", 0.0, low_open=True)
         # the Gumbel-softmax divides by the temperature: 0 makes every routing NaN
         check_float(self, "gumbel_temperature", 0.0, low_open=True)

@@ -221,6 +221,7 @@ def finalise(
     ledger.train(jobs, t)
 
     report, best = [], None
+    geometry_key = canonical_partition(geometry) if geometry is not None else None
     for screening, iteration, partition in finalists:
         value = _slot_value(ledger, np.array(partition), sizes, slots)
         report.append(
@@ -229,6 +230,7 @@ def finalise(
                 "first_visited_at_iteration": iteration,
                 "screening_objective": screening,
                 "measured_objective": value,
+                "geometry": canonical_partition(partition) == geometry_key,
             }
         )
         if best is None or value > best[0]:

@@ -1,0 +1,224 @@
+"""The finalists' second look: partitions and architectures judged by the final protocol.
+
+The return rule (`selection.finalise`) ranks finalists and architectures on candidate
+trainings: a hundred-odd short steps. On forecasting mixtures that signal disagrees with
+the final model (benchmarks/ts_diagnosis.py: within a region, the cells best after short
+training were mostly the worst after the final one; fast learners that then overfit), and
+the partition it prefers can lose to plain geometry once every expert is trained to its
+validation-chosen length. So, when the final experts' length is chosen on validation, the
+last decision is made with that very protocol:
+
+1. contenders: the partition the return rule chose, then the geometry split (a finalist of
+   the return rule), then the other finalists by measured objective, up to
+   `final_check_partitions`;
+2. for every contender's region, its `final_check_archs` architectures of lowest validation
+   loss among the candidate trainings on exactly that region;
+3. each (architecture, region) gets the final protocol's tracking run (trained on the
+   region's training samples, validation NLL tracked, early stopping; `moe.final_length`),
+   with the seed its final expert would have;
+4. the contender with the lowest total validation NLL (each region at its best
+   architecture) wins, with those architectures; its tracking runs are handed to the final
+   retrain, which then only refits on train + validation (no tracking run is made twice).
+
+Validation samples are used for early stopping and for this choice alike, as the final
+protocol already does for every method; the choice is among a handful of contenders, so
+its optimism is small next to the bias it removes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..data.task import ClusteredTask
+from ..moe.cluster_gated import ExpertFit, ExpertJob, fit_expert, train_val_tensors
+from ..moe.final_length import ValidationLength
+from ..random_streams import expert_seed
+from ..space.arch import Arch
+from ..store import ObservationStore
+from ..train.losses import region_loss
+from ..train.trainer import Trainer
+from .selection import canonical_partition
+
+
+@dataclass
+class FinalCheck:
+    """What the second look chose, the tracking runs its final experts reuse, and why."""
+
+    assignment: np.ndarray
+    architectures: list[Arch]
+    known_lengths: list[dict | None]  # per expert: its tracking run (None: none made)
+    report: dict
+
+
+def contenders(selection: dict, n_partitions: int) -> list[tuple[int, ...]]:
+    """The chosen finalist, the geometry split, then the other finalists by measured
+    objective (best first), as partitions with labels aligned to the final iterate; at
+    most `n_partitions`, no grouping twice."""
+    rows = selection.get("finalists") or []
+    chosen = [r for r in rows if r.get("chosen")]
+    geometry = [r for r in rows if r.get("geometry") and not r.get("chosen")]
+    rest = sorted(
+        (r for r in rows if not r.get("chosen") and not r.get("geometry")),
+        key=lambda r: np.inf if r["measured_objective"] is None else -r["measured_objective"],
+    )
+    out: list[tuple[int, ...]] = []
+    seen: set[tuple[int, ...]] = set()
+    for row in [*chosen, *geometry, *rest]:
+        partition = tuple(int(v) for v in row["partition"])
+        if canonical_partition(partition) not in seen:
+            seen.add(canonical_partition(partition))
+            out.append(partition)
+    return out[:n_partitions]
+
+
+def ranked_architectures(
+    store: ObservationStore, region: np.ndarray, val_sizes: np.ndarray, n: int
+) -> list[Arch]:
+    """The `n` architectures of lowest validation loss among the candidate trainings on
+    exactly `region` (the return rule's own per-region ranking)."""
+    scored = sorted(
+        (region_loss(o.losses, region, val_sizes), i, o.arch)
+        for i, o in enumerate(store.on_mask(region))
+    )
+    return list(dict.fromkeys(arch for _, _, arch in scored))[:n]
+
+
+def final_check(
+    task: ClusteredTask,
+    trainer: Trainer,
+    store: ObservationStore,
+    selection: dict,
+    fallback: tuple[np.ndarray, list[Arch]],
+    seed: int,
+    *,
+    steps: int,
+    epochs: float | None,
+    rule: ValidationLength,
+    n_partitions: int = 2,
+    n_archs: int = 2,
+    executor: object | None = None,
+) -> FinalCheck:
+    """The second look (module docstring). `fallback`: the return rule's partition and
+    architectures, kept for any region the check cannot judge (no training or no
+    validation sample, or no candidate training on it)."""
+    start = time.perf_counter()
+    assignment0, archs0 = np.asarray(fallback[0]), list(fallback[1])
+    n_experts = len(archs0)
+    val_sizes = task.val_cluster_sizes.astype(np.float64)
+    partitions = contenders(selection, n_partitions) or [tuple(int(v) for v in assignment0)]
+    candidates: dict[tuple[int, int], list[Arch]] = {}  # (contender, expert) -> archs
+    jobs: dict[tuple, ExpertJob] = {}
+    for p, partition in enumerate(partitions):
+        labels = np.array(partition)
+        for k in range(n_experts):
+            region = labels == k
+            if not region.any():
+                continue
+            archs = ranked_architectures(store, region, val_sizes, n_archs)
+            if p == 0 and archs0[k] not in archs:  # the return rule's own pick always runs
+                archs = [archs0[k], *archs][:n_archs] if archs else [archs0[k]]
+            candidates[(p, k)] = archs
+            for arch in archs:
+                key = (arch.key, region.tobytes(), k)
+                jobs.setdefault(
+                    key,
+                    ExpertJob(k, arch, region, expert_seed(seed, k), steps, epochs, rule, True),
+                )
+    fits = _track(task, trainer, list(jobs.values()), executor)
+    by_key = dict(zip(jobs, fits, strict=True))
+
+    report_rows, best = [], None
+    for p, partition in enumerate(partitions):
+        labels = np.array(partition)
+        total, n_val = 0.0, 0
+        chosen_archs: list[Arch] = []
+        lengths: list[dict | None] = []
+        regions: list[dict[str, Any]] = []
+        for k in range(n_experts):
+            region = labels == k
+            options = []
+            for rank, arch in enumerate(candidates.get((p, k), [])):
+                length = by_key[(arch.key, region.tobytes(), k)].length
+                if length is not None:
+                    options.append((length["best_val_nll"], rank, arch, length))
+            if not options:  # nothing to judge here: the return rule's choice, no value
+                fallback_arch = (candidates.get((p, k)) or [archs0[k]])[0]
+                chosen_archs.append(fallback_arch)
+                lengths.append(None)
+                regions.append({"expert": k, "clusters": int(region.sum()), "judged": False})
+                continue
+            nll, _, arch, length = min(options, key=lambda o: (o[0], o[1]))
+            total += nll * length["n_val"]
+            n_val += length["n_val"]
+            chosen_archs.append(arch)
+            lengths.append(length)
+            regions.append(
+                {
+                    "expert": k,
+                    "clusters": int(region.sum()),
+                    "judged": True,
+                    "tracked": [
+                        {"arch": o[2].key, "best_val_nll": o[0], "best_step": o[3]["best_step"]}
+                        for o in sorted(options, key=lambda o: o[1])
+                    ],
+                    "chosen_arch": arch.key,
+                }
+            )
+        mean = total / n_val if n_val else None
+        report_rows.append(
+            {
+                "partition": list(partition),
+                "validation_nll": mean,
+                "regions": regions,
+                "from_return_rule": p == 0,
+            }
+        )
+        if mean is not None and (best is None or mean < best[0]):
+            best = (mean, p, chosen_archs, lengths)
+    known: list[dict | None]
+    if best is None:  # nothing could be judged: keep the return rule's answer
+        chosen_p, final_archs, known = 0, archs0, [None] * n_experts
+        final_assignment = assignment0
+    else:
+        _, chosen_p, final_archs, known = best
+        final_assignment = np.array(partitions[chosen_p])
+    for p, row in enumerate(report_rows):
+        row["chosen"] = p == chosen_p
+    report = {
+        "rule": "contenders (the return rule's choice, the geometry split, other finalists) "
+        "judged by the final protocol's tracking run (validation NLL at the early-stopped "
+        "length) of each region's best candidate architectures; lowest total wins",
+        "tracking_runs": len(jobs),
+        "contenders": report_rows,
+        "changed_partition": chosen_p != 0,
+        "changed_architectures": [a.key for a in final_archs] != [a.key for a in archs0],
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    return FinalCheck(final_assignment, list(final_archs), list(known), report)
+
+
+def _track(
+    task: ClusteredTask,
+    trainer: Trainer,
+    jobs: Sequence[ExpertJob],
+    executor: object | None,
+) -> list[ExpertFit]:
+    """Every tracking run: side by side on a processes executor's workers, else here."""
+    fits: list[ExpertFit | None] = [None] * len(jobs)
+    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
+        fits = executor.fit_experts(list(jobs))
+    if any(f is None for f in fits):
+        data = train_val_tensors(task, trainer.device)
+        fits = [
+            f if f is not None else fit_expert(task, trainer, job, data)
+            for job, f in zip(jobs, fits, strict=True)
+        ]
+    return [f for f in fits if f is not None]
+
+
+__all__ = ["FinalCheck", "contenders", "final_check", "ranked_architectures"]

@@ -1,0 +1,190 @@
+"""The finalists' second look (sgem.search.final_check): contenders, ranking, the choice
+by the final protocol, and tracking runs handed on to the final retrain exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sgem.data.timeseries import make_timeseries_task
+from sgem.errors import SgemUserError
+from sgem.moe.cluster_gated import train_final_moe
+from sgem.moe.final_length import ValidationLength
+from sgem.search.config import SearchConfig
+from sgem.search.final_check import contenders, final_check, ranked_architectures
+from sgem.space.timeseries import TimeSeriesSpace
+from sgem.store import Observation, ObservationStore
+from sgem.train.trainer import TrainConfig, Trainer
+
+RULE = ValidationLength(max_factor=2.0, n_evals=4, patience=2)
+
+
+@pytest.fixture(scope="module")
+def task():
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    domains = {
+        "cycle": [10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400)],
+        "walk": [50 + np.cumsum(rng.normal(0, 1, 400))],
+        "trend": [1 + 0.05 * t + rng.normal(0, 0.5, 400)],
+    }
+    return make_timeseries_task(domains, n_windows=240, n_clusters=6, context=32, horizon=8)
+
+
+@pytest.fixture(scope="module")
+def space():
+    return TimeSeriesSpace(
+        op_names=("moving_average", "dilated_conv", "linear_trend", "skip"),
+        n_nodes=2,
+        channels=4,
+        patch_len=8,
+    )
+
+
+@pytest.fixture(scope="module")
+def trainer(task, space):
+    return Trainer(task, space, TrainConfig(steps=5, lr=3e-3, batch_size=32))
+
+
+def _row(partition, measured, chosen=False, geometry=False) -> dict:
+    return {
+        "partition": list(partition),
+        "measured_objective": measured,
+        "chosen": chosen,
+        "geometry": geometry,
+    }
+
+
+def test_contenders_put_the_choice_then_geometry_then_the_best_others() -> None:
+    selection = {
+        "finalists": [
+            _row([0, 0, 1, 1], -5.0),
+            _row([1, 1, 0, 0], -1.0),  # the grouping above relabelled, measured better: once
+            _row([0, 1, 0, 1], -3.0, chosen=True),
+            _row([0, 1, 1, 0], -9.0, geometry=True),
+            _row([0, 0, 0, 1], None),
+        ]
+    }
+    got = contenders(selection, 4)
+    assert got == [(0, 1, 0, 1), (0, 1, 1, 0), (1, 1, 0, 0), (0, 0, 0, 1)]
+    assert contenders(selection, 2) == [(0, 1, 0, 1), (0, 1, 1, 0)]
+    assert contenders({}, 2) == []
+
+
+def test_ranked_architectures_are_the_lowest_validation_losses_on_exactly_the_region(
+    space, task
+) -> None:
+    m = task.n_clusters
+    store = ObservationStore(m)
+    archs = space.sample_many(4, np.random.default_rng(1))
+    region = np.arange(m) < 3
+    for i, (arch, loss) in enumerate(zip(archs, [3.0, 1.0, 2.0, 0.5], strict=True)):
+        mask = region if i < 3 else ~region  # the last one trained elsewhere
+        store.add(Observation(arch, mask, np.full(m, loss), 0.0, 0, "refit", 0))
+    val_sizes = task.val_cluster_sizes.astype(np.float64)
+    assert ranked_architectures(store, region, val_sizes, 2) == [archs[1], archs[2]]
+    assert ranked_architectures(store, region, val_sizes, 9) == [archs[1], archs[2], archs[0]]
+
+
+def _store_with(task, space, partitions, n_archs: int = 3) -> tuple[ObservationStore, list]:
+    """Candidate trainings of a few random cells on every region of `partitions`."""
+    m = task.n_clusters
+    store = ObservationStore(m)
+    archs = space.sample_many(n_archs, np.random.default_rng(2))
+    rng = np.random.default_rng(3)
+    for partition in partitions:
+        labels = np.array(partition)
+        for k in range(labels.max() + 1):
+            for arch in archs:
+                region = labels == k
+                if store.lookup(arch, region) is None:
+                    losses = rng.uniform(0.5, 2.0, m)
+                    store.add(Observation(arch, region, losses, 0.0, 0, "refit", 0))
+    return store, archs
+
+
+def test_the_contender_of_lowest_validation_nll_wins_and_its_runs_are_reused_exactly(
+    task, space, trainer
+) -> None:
+    chosen = tuple(int(v) for v in np.arange(task.n_clusters) % 2)
+    geometry = tuple(int(v) for v in (np.arange(task.n_clusters) < 3).astype(int))
+    store, archs = _store_with(task, space, [chosen, geometry])
+    selection = {
+        "finalists": [_row(chosen, -1.0, chosen=True), _row(geometry, -2.0, geometry=True)]
+    }
+    check = final_check(
+        task,
+        trainer,
+        store,
+        selection,
+        (np.array(chosen), [archs[0], archs[0]]),
+        seed=5,
+        steps=6,
+        epochs=None,
+        rule=RULE,
+        n_partitions=2,
+        n_archs=2,
+    )
+    rows = check.report["contenders"]
+    assert [tuple(r["partition"]) for r in rows] == [chosen, geometry]
+    best = min(rows, key=lambda r: r["validation_nll"])
+    assert best["chosen"] and sum(r["chosen"] for r in rows) == 1
+    assert tuple(check.assignment.tolist()) == tuple(best["partition"])
+    for k, region in enumerate(best["regions"]):
+        tracked = {t["arch"]: t["best_val_nll"] for t in region["tracked"]}
+        assert len(tracked) <= 2
+        assert region["chosen_arch"] == min(tracked, key=tracked.get)
+        assert check.architectures[k].key == region["chosen_arch"]
+    # the validation NLL is the val-size-weighted mean of the regions' tracked minima
+    labels = check.assignment
+    n_val = [int((labels == k)[task.val.cluster].sum()) for k in range(2)]
+    mins = [min(t["best_val_nll"] for t in r["tracked"]) for r in best["regions"]]
+    assert best["validation_nll"] == pytest.approx(np.dot(n_val, mins) / sum(n_val))
+    # handing the tracking runs on gives the very weights of tracking again
+    reused, with_known = train_final_moe(
+        task,
+        trainer,
+        check.assignment,
+        check.architectures,
+        steps=6,
+        seed=5,
+        length=RULE,
+        known_lengths=check.known_lengths,
+    )
+    fresh, again = train_final_moe(
+        task, trainer, check.assignment, check.architectures, steps=6, seed=5, length=RULE
+    )
+    assert with_known.steps == again.steps
+    assert with_known.final_length == again.final_length
+    for a, b in zip(reused.state_dict().values(), fresh.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_nothing_to_judge_keeps_the_return_rules_answer(task, space, trainer) -> None:
+    chosen = tuple(int(v) for v in np.arange(task.n_clusters) % 2)
+    archs = space.sample_many(2, np.random.default_rng(4))
+    check = final_check(
+        task,
+        trainer,
+        ObservationStore(task.n_clusters),  # no candidate trainings on any region
+        {"finalists": [_row(chosen, -1.0, chosen=True)]},
+        (np.array(chosen), archs),
+        seed=0,
+        steps=4,
+        epochs=None,
+        rule=RULE,
+    )
+    # the return rule's own cells are still tracked, so the answer is its own
+    assert tuple(check.assignment.tolist()) == chosen
+    assert check.architectures == archs
+    assert not check.report["changed_partition"]
+    assert not check.report["changed_architectures"]
+
+
+def test_config_checks_the_second_look_settings() -> None:
+    assert SearchConfig(final_check_partitions=0).final_check_partitions == 0
+    with pytest.raises(SgemUserError, match="final_check_archs"):
+        SearchConfig(final_check_archs=0)
+    with pytest.raises(SgemUserError, match="final_check_partitions"):
+        SearchConfig(final_check_partitions=-1)
