@@ -223,20 +223,11 @@ def train_final_moe(
         for k, arch in enumerate(architectures)
         if (assignment == k).any() and (assignment == k)[c].any()
     ]
-    fits: list[ExpertFit | None] = [None] * len(jobs)
-    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
-        fits = executor.fit_experts(jobs)  # side by side on the workers; None: failed there
-    if any(f is None for f in fits):
-        data = train_val_tensors(task, trainer.device)
-        fits = [
-            f if f is not None else fit_expert(task, trainer, job, data)
-            for job, f in zip(jobs, fits, strict=True)
-        ]
+    fits = fit_expert_jobs(task, trainer, jobs, executor)
     experts: list[nn.Module | None] = [None] * len(architectures)
     used_steps: list[int | None] = [None] * len(architectures)
     lengths: list[dict | None] = [None] * len(architectures)
     for job, fit in zip(jobs, fits, strict=True):
-        assert fit is not None
         experts[job.index], used_steps[job.index], lengths[job.index] = fit.materialise(
             trainer, job.arch
         )
@@ -353,6 +344,25 @@ def fit_expert(
         return ExpertFit(k_steps, length)
     module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps)
     return ExpertFit(k_steps, length, module=module)
+
+
+def fit_expert_jobs(
+    task: ClusteredTask,
+    trainer: Trainer,
+    jobs: list[ExpertJob],
+    executor: object | None = None,
+) -> list[ExpertFit]:
+    """Every job's `fit_expert`: side by side on the workers of an executor with
+    `fit_experts` (the processes executor), here for any job that failed there or without
+    one. The same numbers either way."""
+    fits: list[ExpertFit | None] = [None] * len(jobs)
+    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
+        fits = executor.fit_experts(jobs)  # None: failed on the worker
+    data = train_val_tensors(task, trainer.device) if any(f is None for f in fits) else None
+    return [
+        f if f is not None else fit_expert(task, trainer, job, data)
+        for job, f in zip(jobs, fits, strict=True)
+    ]
 
 
 def _validation_length(

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..space.arch import Arch, CellSpace
+from ..store import ObservationStore
 from ..train.losses import region_loss
 from .config import SearchConfig
 from .exploration import align_labels, champions
@@ -143,6 +144,20 @@ def slot_architectures(
     return out
 
 
+def ranked_on_region(
+    store: ObservationStore, region: np.ndarray, val_sizes: np.ndarray
+) -> list[tuple[float, Arch]]:
+    """(validation loss on `region`, architecture) of every training on exactly `region`,
+    lowest loss first (ties: the earlier training)."""
+    if not region.any():
+        return []
+    scored = sorted(
+        (region_loss(o.losses, region, val_sizes), i, o.arch)
+        for i, o in enumerate(store.on_mask(region))
+    )
+    return [(loss, arch) for loss, _, arch in scored]
+
+
 def _best_per_region(
     ledger: Ledger,
     chosen: np.ndarray,
@@ -151,24 +166,13 @@ def _best_per_region(
 ) -> tuple[list[Arch], list[float | None]]:
     """Each expert: the architecture of lowest validation loss among everything trained on
     exactly its region (the incumbent, with no loss, if the region is empty)."""
-    final, losses = [], []
+    final: list[Arch] = []
+    losses: list[float | None] = []
     for k, incumbent in enumerate(archs):
-        region = chosen == k
-        scored = (
-            [
-                (region_loss(o.losses, region, val_sizes), i, o.arch)
-                for i, o in enumerate(ledger.store.on_mask(region))
-            ]
-            if region.any()
-            else []
-        )
-        if not scored:
-            final.append(incumbent)
-            losses.append(None)
-            continue
-        top = min(scored)
-        final.append(top[2])
-        losses.append(top[0])
+        ranked = ranked_on_region(ledger.store, chosen == k, val_sizes)
+        loss, arch = ranked[0] if ranked else (None, incumbent)
+        final.append(arch)
+        losses.append(loss)
     return final, losses
 
 
@@ -280,6 +284,7 @@ __all__ = [
     "canonical_partition",
     "finalise",
     "partition_value",
+    "ranked_on_region",
     "region_jobs",
     "slot_architectures",
 ]
