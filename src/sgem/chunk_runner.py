@@ -45,7 +45,7 @@ class ChunkRunner:
 
     Safe to call from several threads: vectorised programs share nothing mutable, and
     one-at-a-time training (which seeds torch's global RNG) holds
-    `train.batched.GLOBAL_RNG_LOCK`, the lock vectorised chunks take to build networks."""
+    `train.global_rng.GLOBAL_RNG_LOCK`, the lock vectorised chunks take to build networks."""
 
     def __init__(self, trainer) -> None:
         self.trainer = trainer
@@ -60,7 +60,7 @@ class ChunkRunner:
                 return [JobResult(o.losses, o.seconds, device) for o in outs]
             except Exception:
                 pass
-        from .train.batched import GLOBAL_RNG_LOCK
+        from .train.global_rng import GLOBAL_RNG_LOCK
 
         # one-at-a-time training seeds and draws from torch's global RNG: no other chunk
         # may touch it meanwhile (the inline executor trains chunks in threads)

@@ -19,11 +19,14 @@ EXIT_INTERRUPTED = 130
 def _add_executor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
-        choices=["inline", "batched", "processes", "ray"],
-        default="inline",
-        help="where candidates are trained (default inline; results agree up to float noise)",
+        choices=["auto", "inline", "batched", "processes", "ray"],
+        default="auto",
+        help="where candidates are trained: auto (default) is 'processes' on a CPU with 2 or "
+        "more cores, else 'inline'; results agree (up to float noise where thread counts differ)",
     )
-    p.add_argument("--workers", type=int, default=2, help="worker processes for 'processes'")
+    p.add_argument(
+        "--workers", type=int, default=2, help="worker processes for 'processes' (and auto)"
+    )
     p.add_argument(
         "--ray-address",
         default=None,

@@ -23,7 +23,7 @@ import torch
 
 from .data.task import ClusteredTask
 from .errors import SgemUserError
-from .executors import make_executor
+from .executors import make_executor, resolve_executor
 from .experiment import finish_sgem
 from .moe.artifact import save_final_moe
 from .presets import PRESET_NAMES
@@ -46,7 +46,7 @@ from .train.trainer import resolve_device
 
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("inline", "batched", "processes", "ray")
+EXECUTORS = ("auto", "inline", "batched", "processes", "ray")
 
 #: The built-in presets' run config mappings, by name (read from `sgem/presets/*.yaml`;
 #: `preset(name)` gives a copy to change).
@@ -197,6 +197,7 @@ def _execute(
             rundir.rewrite_trace(payload["trace"])
 
     device = str(resolve_device(cfg.device))
+    executor_kind = resolve_executor(executor_kind, device)
     plan = None
     if cfg.time_budget:
         search_cfg, plan = _budget_plan(cfg, rundir, task, space, search_cfg, device, start)

@@ -12,14 +12,17 @@ With `batch_size` q > 0 the S-step instead proposes q candidates in total, chose
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..random_streams import acquisition_seed
 from ..space.arch import Arch
+from ..store import Observation
 from ..surrogate.model import LossModel, Surrogate, kendall_tau, lcb
 from .architecture import ExpertPool
 from .config import SearchConfig
-from .ledger import Job, Ledger
+from .ledger import Job
 from .masks import nonempty_bernoulli_mask
 
 
@@ -174,15 +177,22 @@ def acquire_batch(
     return out
 
 
-def train_acquired(ledger: Ledger, surrogate: Surrogate, jobs: list[Job], t: int) -> float:
-    """Train the chosen jobs; returns the surrogate's Kendall tau on them (NaN if none)."""
+def predicted_losses(surrogate: Surrogate, jobs: list[Job]) -> np.ndarray:
+    """The surrogate's prediction of the S-step jobs before they train, (len(jobs), M):
+    what `outcome_tau` compares their outcomes with."""
     if not jobs:
-        return float("nan")
-    predicted = surrogate.predict([j[0] for j in jobs], np.stack([j[1] for j in jobs]))
-    done = ledger.train(jobs, t)
-    keep = [i for i, o in enumerate(done) if o is not None]
+        return np.zeros((0, surrogate.n_clusters))
+    return surrogate.predict([j[0] for j in jobs], np.stack([j[1] for j in jobs]))
+
+
+def outcome_tau(
+    predicted: np.ndarray, outcomes: Sequence[Observation | None], clip: float | None
+) -> float:
+    """Kendall tau between predictions made before training and the outcomes of the jobs
+    that trained (both clipped as the surrogate's targets are); NaN if none trained."""
+    keep = [i for i, o in enumerate(outcomes) if o is not None]
     if not keep:
         return float("nan")
-    observed = np.stack([done[i].losses for i in keep])
-    clip = surrogate.clip_value_
-    return kendall_tau(np.minimum(predicted[keep], clip), np.minimum(observed, clip))
+    observed = np.stack([outcomes[i].losses for i in keep])  # type: ignore[union-attr]
+    cap = np.inf if clip is None else clip
+    return kendall_tau(np.minimum(predicted[keep], cap), np.minimum(observed, cap))

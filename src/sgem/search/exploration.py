@@ -9,6 +9,8 @@ partition.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import AgglomerativeClustering, KMeans
@@ -101,6 +103,22 @@ def hard_logits(assignment: np.ndarray, n_experts: int, confidence: float = 0.9)
     return logits
 
 
+@dataclass
+class ExplorationBatch:
+    """What one exploration step trains (`Explorer.batch`): the affinity masks' jobs, then a
+    jump's trainings on the current and on the proposed partition, with the jump's record so
+    far (None: no jump this time)."""
+
+    masks: list[Job]
+    current: list[Job]
+    proposed: list[Job]
+    jump: dict | None
+
+    @property
+    def jobs(self) -> list[Job]:
+        return [*self.masks, *self.current, *self.proposed]
+
+
 class Explorer:
     """Exploration masks and partition jumps, trained through the ledger.
 
@@ -137,12 +155,41 @@ class Explorer:
         scores = score_pool(self.u, pool, region[None, :].astype(np.float64), sizes * region)
         return pool[int(np.argmin(scores))]
 
-    def explore_masks(
-        self, archs: list[Arch], sizes: np.ndarray, rng: np.random.Generator, t: int
-    ) -> None:
-        """Train each affinity group as a mask with the incumbents and one surrogate pick
-        (one batch)."""
-        self.ledger.train(self.mask_jobs(archs, sizes, rng), t)
+    def batch(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+        t: int,
+        jumps: bool = True,
+    ) -> ExplorationBatch:
+        """One exploration step's trainings, all decided before any of them trains (so they
+        go out with the S-step's batch): the affinity masks' jobs, then, with `jumps`, a
+        jump's trainings on the current and on the proposed partition."""
+        masks = self.mask_jobs(archs, sizes, rng)
+        if not jumps:
+            return ExplorationBatch(masks, [], [], None)
+        jump, current, proposed = self.jump_jobs(archs, assignment, sizes, rng, t)
+        return ExplorationBatch(masks, current, proposed, jump)
+
+    def settle(
+        self,
+        batch: ExplorationBatch,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        sizes: np.ndarray,
+        outcomes: list[Observation | None],
+    ) -> dict | None:
+        """The jump's verdict from the outcomes of `batch.jobs` (in that order); the record
+        as it is when the jump trained nothing, None when there was no jump."""
+        if batch.jump is None or "reason" in batch.jump:
+            return batch.jump
+        start = len(batch.masks)
+        middle = start + len(batch.current)
+        return self.decide_jump(
+            dict(batch.jump), archs, assignment, sizes, outcomes[start:middle], outcomes[middle:]
+        )
 
     def mask_jobs(
         self, archs: list[Arch], sizes: np.ndarray, rng: np.random.Generator
@@ -340,10 +387,13 @@ class Explorer:
             record["reason"] = "proposal equals the current routing"
             return record
         current, proposed = self.jump_slots(archs, assignment, proposal, sizes, rng)
-        measured = self.ledger.train(self.slot_jobs(assignment, current), t)
-        value = self.partition_value(assignment, archs, sizes, measured)
-        outcomes = self.ledger.train(self.slot_jobs(proposal, proposed), t)
-        return _judged(record, value, self.partition_value(proposal, archs, sizes, outcomes))
+        jobs = self.slot_jobs(assignment, current)
+        outcomes = self.ledger.train([*jobs, *self.slot_jobs(proposal, proposed)], t)  # one batch
+        return _judged(
+            record,
+            self.partition_value(assignment, archs, sizes, outcomes[: len(jobs)]),
+            self.partition_value(proposal, archs, sizes, outcomes[len(jobs) :]),
+        )
 
 
 def _judged(

@@ -26,7 +26,7 @@ again whole), so a resumed run reproduces the uninterrupted one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,11 +38,12 @@ from ..data.task import ClusteredTask
 from ..metrics import partition_match
 from ..space.arch import Arch
 from ..store import ObservationStore, mask_from_str, mask_to_str
-from ..surrogate.model import LossModel, Surrogate, kendall_tau
+from ..surrogate.model import LossModel, Surrogate
 from ..timing import PhaseTimer
+from .acquisition import outcome_tau, predicted_losses
 from .checkpoint import encode_checkpoint
 from .config import SearchConfig
-from .exploration import Explorer, hard_logits
+from .exploration import ExplorationBatch, Explorer, hard_logits
 from .ledger import Job, Ledger, Ticket
 from .objective import objective
 from .routing import expected_losses
@@ -208,23 +209,15 @@ class PipelinedLoop:
             search._refit(done.t)
             search.ledger_.harvest()
         p = search._propose(t, self.task, logits, archs, self.sizes, self.rng)
-        explore: list[Job] = []
-        current: list[Job] = []
-        proposed: list[Job] = []
-        jump = None
+        explored = ExplorationBatch([], [], [], None)
         if cfg.explore and t % cfg.explore_every == 0:
             with clock.phase("exploration"):
-                explore = search.explorer_.mask_jobs(p.archs, self.sizes, self.rng)
-                if cfg.jumps and not cfg.freeze_routing:
-                    jump, current, proposed = search.explorer_.jump_jobs(
-                        p.archs, p.assignment, self.sizes, self.rng, t
-                    )
+                jumps = cfg.jumps and not cfg.freeze_routing
+                explored = search.explorer_.batch(
+                    p.archs, p.assignment, self.sizes, self.rng, t, jumps
+                )
         with clock.phase("acquisition"):
-            predicted = (
-                search.surrogate_.predict([j[0] for j in p.jobs], np.stack([j[1] for j in p.jobs]))
-                if p.jobs
-                else np.zeros((0, self.task.n_clusters))
-            )
+            predicted = predicted_losses(search.surrogate_, p.jobs)
             u_now = expected_losses(search.u_, p.archs, p.routing, p.uniforms)
         row = {
             "iteration": t,
@@ -236,16 +229,16 @@ class PipelinedLoop:
         }
         flight = InFlight(
             t,
-            [*p.jobs, *explore, *current, *proposed],
+            [*p.jobs, *explored.jobs],
             len(p.jobs),
-            len(explore),
-            len(current),
+            len(explored.masks),
+            len(explored.current),
             predicted,
             search.surrogate_.clip_value_,
             p.archs,
             p.assignment,
             row,
-            jump,
+            explored.jump,
         )
         self._submit(flight)
         row["seconds"] = time.perf_counter() - t0  # this step: collect, refit, propose t
@@ -267,25 +260,22 @@ class PipelinedLoop:
         n_before = len(search.store_)
         done = search.ledger_.collect(flight.ticket)
         a, e, c = flight.n_acquired, flight.n_explore, flight.n_current
-        jump = flight.jump
-        if jump is not None and "reason" not in jump:
-            jump = search.explorer_.decide_jump(
-                dict(jump),
-                flight.archs,
-                flight.assignment,
-                self.sizes,
-                done[a + e : a + e + c],
-                done[a + e + c :],
-            )
-            if jump["accepted"]:
-                logits = hard_logits(np.asarray(jump["proposal"]), search.config.n_experts)
-                archs = [Arch.from_json(x) for x in jump["architectures"]]
+        jobs = flight.jobs
+        explored = ExplorationBatch(
+            jobs[a : a + e], jobs[a + e : a + e + c], jobs[a + e + c :], flight.jump
+        )
+        jump = search.explorer_.settle(
+            explored, flight.archs, flight.assignment, self.sizes, done[a:]
+        )
+        if jump is not None and jump["accepted"]:
+            logits = hard_logits(np.asarray(jump["proposal"]), search.config.n_experts)
+            archs = [Arch.from_json(x) for x in jump["architectures"]]
         row = {
             **flight.row,
             "measured_objective": search.ledger_.measured_objective(
                 flight.archs, flight.assignment, self.sizes
             ),
-            "kendall_tau": _tau(flight.predicted, done[:a], flight.clip),
+            "kendall_tau": outcome_tau(flight.predicted, done[:a], flight.clip),
             "jump": jump,
             "trained": len(search.store_) - n_before,
             "n_trained": len(search.store_),
@@ -314,17 +304,6 @@ class PipelinedLoop:
                 }
             )
             search.store_.save_checkpoint(t, document, tensors)
-
-
-def _tau(predicted: np.ndarray, done: Iterable, clip: float | None) -> float:
-    """Kendall tau of the proposal-time predictions on the S-step jobs that trained."""
-    outcomes = list(done)
-    keep = [i for i, o in enumerate(outcomes) if o is not None]
-    if not keep:
-        return float("nan")
-    observed = np.stack([outcomes[i].losses for i in keep])
-    cap = np.inf if clip is None else clip
-    return kendall_tau(np.minimum(predicted[keep], cap), np.minimum(observed, cap))
 
 
 def oracle_match(assignment: np.ndarray, task: ClusteredTask) -> float | None:

@@ -9,7 +9,8 @@
       M-step R    a gradient step on the routing logits, kept only if J improves (routing)
       M-step alpha  per expert, the best of a fresh scored pool (architecture)
       S-step      train the lowest-LCB candidates and the incumbents (acquisition, ledger)
-      explore     every few iterations: affinity masks and a partition jump (exploration)
+      explore     every few iterations: affinity masks and a partition jump (exploration),
+                  trained in one batch with the S-step's candidates
       refit       the surrogate on all visible observations; checkpoint (checkpoint)
     return        the best *measured* finalist partition, per-region refit (selection)
 
@@ -40,11 +41,11 @@ from ..surrogate.model import Surrogate
 from ..surrogate.scalar import ScalarReduced
 from ..timing import PhaseTimer
 from ..train.trainer import Trainer
-from .acquisition import acquire, train_acquired
+from .acquisition import acquire, outcome_tau, predicted_losses
 from .architecture import architecture_m_step
 from .checkpoint import decode_checkpoint, restore_state, save_state
 from .config import SearchConfig
-from .exploration import Explorer, geometric_partition, hard_logits
+from .exploration import ExplorationBatch, Explorer, geometric_partition, hard_logits
 from .ledger import Ledger
 from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing, objective
@@ -297,19 +298,25 @@ class SGEM:
         p = self._propose(t, task, logits, archs, sizes, rng)
         logits, archs, routing, assignment = p.logits, p.archs, p.routing, p.assignment
         uniforms, r_info = p.uniforms, {"accepted": p.routing_step_accepted}
-        # S-step: train the LCB-chosen candidates (and measure the incumbents)
-        with clock.phase("acquisition"):
-            tau = train_acquired(self.ledger_, self.surrogate_, p.jobs, t)
-        # exploration: affinity masks, then a partition jump accepted on measured J only
-        jump: dict | None = None
+        # exploration: affinity masks and a partition jump (accepted on measured J only),
+        # decided now so that they train in one batch with the S-step's candidates
+        explored = ExplorationBatch([], [], [], None)
         if cfg.explore and t % cfg.explore_every == 0:
             with clock.phase("exploration"):
-                jump = self._explore(t, archs, assignment, sizes, rng)
-            if jump is not None and jump["accepted"]:
-                assignment = np.asarray(jump["proposal"])
-                archs = [Arch.from_json(a) for a in jump["architectures"]]
-                logits = hard_logits(assignment, k_experts)
-                routing = softmax(logits, axis=1)
+                jumps = cfg.jumps and not cfg.freeze_routing
+                explored = self.explorer_.batch(archs, assignment, sizes, rng, t, jumps)
+        # S-step: train the LCB-chosen candidates (and measure the incumbents)
+        with clock.phase("acquisition"):
+            predicted = predicted_losses(self.surrogate_, p.jobs)
+            done = self.ledger_.train([*p.jobs, *explored.jobs], t)
+            tau = outcome_tau(predicted, done[: len(p.jobs)], self.surrogate_.clip_value_)
+        with clock.phase("exploration"):
+            jump = self.explorer_.settle(explored, archs, assignment, sizes, done[len(p.jobs) :])
+        if jump is not None and jump["accepted"]:
+            assignment = np.asarray(jump["proposal"])
+            archs = [Arch.from_json(a) for a in jump["architectures"]]
+            logits = hard_logits(assignment, k_experts)
+            routing = softmax(logits, axis=1)
         self._refit(t)
 
         u_now = expected_losses(self.u_, archs, routing, uniforms)
@@ -390,21 +397,6 @@ class SGEM:
             lb_weight=cfg.lb_weight,
             lb_kind=cfg.lb_kind,
         )
-
-    def _explore(
-        self,
-        t: int,
-        archs: list[Arch],
-        assignment: np.ndarray,
-        sizes: np.ndarray,
-        rng: np.random.Generator,
-    ) -> dict | None:
-        """Affinity masks, then (unless routing is frozen) a measured partition jump."""
-        cfg = self.config
-        self.explorer_.explore_masks(archs, sizes, rng, t)
-        if cfg.jumps and not cfg.freeze_routing:
-            return self.explorer_.jump(archs, assignment, sizes, rng, t)
-        return None
 
     # -- helpers ---------------------------------------------------------------------------
     def _geometric_init(self, m: int, centroids: np.ndarray | None) -> bool:

@@ -11,6 +11,8 @@ import torch
 
 from ..space.arch import Arch, CellSpace
 from ..train.adam import Adam
+from ..train.dropout import Dropout
+from ..train.global_rng import GLOBAL_RNG_LOCK
 from ..train.trainer import check_float, check_int, config_from_dict, intra_op_threads
 from .gnn import SurrogateNet, normalised_adjacency
 
@@ -66,6 +68,11 @@ class Surrogate:
     and mask embeddings are computed once for the T MC-dropout passes and once per routing
     M-step. Predictions come back as float64 arrays, `forward` in the masks' dtype. Graph
     encodings are cached per `Arch`.
+
+    Dropout draws from the surrogate's own generator, seeded as `torch.manual_seed` would
+    seed the default one (the same numbers), so a refit may run while candidates train in
+    other threads of the process (the inline executor's background chunks) without either
+    touching the other's random stream.
     """
 
     def __init__(
@@ -78,11 +85,16 @@ class Surrogate:
         self.space = space
         self.n_clusters = n_clusters
         self.config = config or SurrogateConfig()
-        torch.manual_seed(seed)
         c = self.config
-        self.net = SurrogateNet(
-            space.n_node_features, n_clusters, c.hidden, c.gcn_layers, c.dropout
-        ).to(DTYPE)
+        with GLOBAL_RNG_LOCK:  # initial weights come from torch's default generator
+            torch.manual_seed(seed)
+            self.net = SurrogateNet(
+                space.n_node_features, n_clusters, c.hidden, c.gcn_layers, c.dropout
+            ).to(DTYPE)
+        self._dropout_rng = torch.Generator()
+        for module in self.net.modules():
+            if isinstance(module, Dropout):
+                module.generator = self._dropout_rng
         self.n_fits_ = 0
         self.clip_value_: float | None = None
         self.y_mean_ = 0.0
@@ -145,7 +157,7 @@ class Surrogate:
         adj = normalised_adjacency(adj)
         mask_t = torch.as_tensor(np.asarray(masks), dtype=DTYPE)
         y_t = torch.as_tensor((y - self.y_mean_) / self.y_std_, dtype=DTYPE)
-        torch.manual_seed(seed)
+        self._dropout_rng.manual_seed(seed)
         opt = Adam(
             list(self.net.parameters()),
             lr=self.config.lr,
@@ -256,7 +268,7 @@ class Surrogate:
         with torch.no_grad():
             graph = net.encode_graph(adj, feats)[index]
             z = torch.cat([graph, net.mask_embed(masks_t)], dim=-1)
-            torch.manual_seed(seed)
+            self._dropout_rng.manual_seed(seed)
             net.train()
             try:
                 outs = torch.stack([net.head(z) for _ in range(t)])

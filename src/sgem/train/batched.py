@@ -34,10 +34,8 @@ same jobs to this trainer gets the same numbers.
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -48,17 +46,14 @@ from ..forecast import student_t_nll
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
 from .adam import Adam
-from .dropout import dropout
+from .cell_program import CellProgram, Node
+from .global_rng import GLOBAL_RNG_LOCK
 from .trainer import TrainConfig, Trainer, TrainOutcome, intra_op_threads
 
 Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
 
 #: feature x sample cells per state tensor above which a chunk is split further (memory)
 MAX_CELLS = 2_000_000
-
-#: held by whatever uses torch's global RNG while chunks may train in threads: a chunk while
-#: it seeds it and builds its networks, a one-at-a-time training (`ChunkRunner`) throughout
-GLOBAL_RNG_LOCK = threading.Lock()
 
 
 def supports(task: ClusteredTask, space: CellSpace, config: TrainConfig) -> bool:
@@ -113,17 +108,6 @@ def plan_chunks(
             current.append(int(i))
         chunks.append(current)
     return chunks
-
-
-@dataclass
-class _Node:
-    """One node of the chunk's cells: who reads which state, grouped by op."""
-
-    gather: torch.Tensor  # (C,) rows of the stacked states, in op-sorted order
-    restore: torch.Tensor  # (C,) inverse permutation back to candidate order
-    ops: list[str]  # the op of each group, in sorted order
-    sizes: list[int]  # group sizes
-    members: list[list[int]]  # candidate indices per group, in sorted order
 
 
 class BatchedTabularTrainer:
@@ -195,17 +179,18 @@ class BatchedTabularTrainer:
         target = self._targets(tr.y_train[index])
         # the chunk's own dropout stream (threads must not share torch's global one)
         drops = torch.Generator(device=self.device).manual_seed(jobs[0][2])
+        program = CellProgram(nodes, params, self.width, self.space.hidden, self.space.dropout)
         opt = Adam(params["all"], lr=cfg.lr, weight_decay=cfg.weight_decay, fused=self._fused())
         for _ in range(cfg.steps):
-            nll = self._nll(self._forward(x, nodes, params, drops), target)
-            loss = (nll * weights).sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            out = program.forward(x, drops)
+            grads = program.backward(self._loss_gradient(out, target, weights))
+            for tensor, (key, part) in zip(params["all"], params["keys"], strict=True):
+                tensor.grad = grads[key] if part is None else grads[key][part]
             opt.step()
         with torch.no_grad():
             x_val = self.x_val.expand(c, *self.x_val.shape)
             target = self._targets(tr.y_val.expand(c, *tr.y_val.shape))
-            nll = self._nll(self._forward(x_val, nodes, params, None), target)
+            nll = self._nll(program.forward(x_val, None), target)
             m = tr.task.n_clusters
             sums = torch.zeros(c, m, dtype=nll.dtype, device=nll.device)
             sums.index_add_(1, tr.c_val, nll)
@@ -217,54 +202,26 @@ class BatchedTabularTrainer:
     def _fused(self) -> bool:
         return self.device.type in ("cpu", "cuda")
 
-    def _forward(
-        self, x: torch.Tensor, nodes: list[_Node], params: dict, drops: torch.Generator | None
-    ):
-        """(C, W, n) inputs -> (C, n_out, n) outputs of every candidate; training mode (dropout
-        on, drawn from `drops`) when a generator is given."""
-        states = [x]
-        for i, node in enumerate(nodes):
-            stacked = torch.cat(states) if len(states) > 1 else states[0]
-            inputs = stacked.index_select(0, node.gather).split(node.sizes)
-            outs = [
-                self._op(op, xi, params, i, drops) for op, xi in zip(node.ops, inputs, strict=True)
-            ]
-            states.append(torch.cat(outs).index_select(0, node.restore))
-        cell = torch.cat(states[1:], dim=1)  # (C, n_nodes * W, n)
-        return torch.baddbmm(params["bias"], params["head"] * params["leaf"], cell)
-
-    def _op(
-        self, op: str, x: torch.Tensor, params: dict, i: int, drops: torch.Generator | None
-    ) -> torch.Tensor:
-        if op == "linear":
-            return F.pad(torch.bmm(params[("linear", i)], x), (0, 0, 0, self._pad_hidden))
-        if op == "rbf":
-            centres, log_gamma = params[("rbf", i)]
-            # (G, 1, W, n) - (G, R, W, 1), summed over features -> (G, R, n)
-            d2 = (x.unsqueeze(1) - centres).pow(2).sum(2)
-            y = torch.exp(-log_gamma.exp().unsqueeze(-1) * d2)
-            return F.pad(y, (0, 0, 0, self.width - y.shape[1]))
-        if op == "identity":
-            return x
-        if op == "square":
-            return x * x
-        if op == "shift":
-            return x + params[("shift", i)]
-        if op == "relu":
-            return torch.relu(x)
-        if op == "dropout":
-            return dropout(x, self.space.dropout, drops is not None, drops)
-        raise ValueError(op)  # pragma: no cover - validated before training
-
-    @property
-    def _pad_hidden(self) -> int:
-        return self.width - self.space.hidden
-
     def _targets(self, y: torch.Tensor) -> torch.Tensor:
         """Classification: a one-hot (C, classes, n) float mask; Student-t: (C, H, n)."""
         if self.student_t:
             return y.transpose(1, 2).float()
         return F.one_hot(y, self.trainer.n_out).transpose(1, 2).float()
+
+    def _loss_gradient(
+        self, out: torch.Tensor, target: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """d(sum of each candidate's mean NLL over its rows)/d(outputs), (C, n_out, n):
+        softmax minus one-hot for a classifier, autograd through the Student-t NLL."""
+        if not self.student_t:
+            z = out - out.amax(1, keepdim=True)
+            e = z.exp()
+            return (e / e.sum(1, keepdim=True) - target) * weights.unsqueeze(1)
+        with torch.enable_grad():
+            leaf = out.detach().requires_grad_()
+            loss = (self._nll(leaf, target) * weights).sum()
+            (grad,) = torch.autograd.grad(loss, leaf)
+        return grad
 
     def _nll(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Per-sample NLL, (C, n): cross-entropy over the class dimension, or the
@@ -280,9 +237,10 @@ class BatchedTabularTrainer:
         return z.exp().sum(1).log() - (z * target).sum(1)
 
     # -- layout ------------------------------------------------------------------------------
-    def _plan(self, archs: Sequence[Arch]) -> list[_Node]:
+    def _plan(self, archs: Sequence[Arch]) -> list[Node]:
         """Per node: candidates sorted by op (stable), the gather rows into the stacked
-        states (state s of candidate j is row s * C + j) and the inverse permutation."""
+        states (state s of candidate j is row s * C + j), the inverse permutation, and per
+        state read, its readers (candidate order) with their sorted positions."""
         c = len(archs)
         nodes = []
         for i in range(self.space.n_nodes):
@@ -293,10 +251,17 @@ class BatchedTabularTrainer:
             gather = torch.tensor([archs[j].inputs[i] * c + j for j in order])
             restore = torch.empty(c, dtype=torch.long)
             restore[torch.tensor(order)] = torch.arange(c)
+            sources = []
+            for s in sorted({archs[j].inputs[i] for j in order}):
+                rows = [p for p, j in enumerate(order) if archs[j].inputs[i] == s]
+                readers = torch.tensor([order[p] for p in rows], device=self.device)
+                sources.append((s, readers, torch.tensor(rows, device=self.device)))
             nodes.append(
-                _Node(
+                Node(
                     gather.to(self.device),
                     restore.to(self.device),
+                    torch.tensor(order, device=self.device),
+                    sources,
                     list(by_op),
                     [len(m) for m in by_op.values()],
                     list(by_op.values()),
@@ -304,7 +269,7 @@ class BatchedTabularTrainer:
             )
         return nodes
 
-    def _stack(self, nets: list[TabularNet], nodes: list[_Node]) -> dict:
+    def _stack(self, nets: list[TabularNet], nodes: list[Node]) -> dict:
         """The chunk's trainable tensors, copied from the freshly initialised networks."""
         w, c, n_nodes = self.width, len(nets), self.space.n_nodes
         n_out = self.trainer.n_out
@@ -351,10 +316,18 @@ class BatchedTabularTrainer:
                 bias[j, :, 0] = net.head.bias
         params["head"], params["leaf"], params["bias"] = head, leaf, bias
         trainable = [head, bias]
+        #: per trainable tensor: its key in `params` and, for a pair (RBF), which part
+        keys: list[tuple[str | tuple[str, int], int | None]] = [("head", None), ("bias", None)]
         for key, value in params.items():
             if isinstance(key, tuple):
-                trainable.extend(value if isinstance(value, tuple) else (value,))
-        params["all"] = [t.requires_grad_() for t in trainable]
+                if isinstance(value, tuple):  # (RBF centres, log-widths)
+                    trainable.extend(value)
+                    keys.extend((key, k) for k in range(len(value)))
+                else:
+                    trainable.append(value)
+                    keys.append((key, None))
+        # gradients come from `CellProgram.backward`, not autograd
+        params["all"], params["keys"] = trainable, keys
         return params
 
     def _standardised(self, x: torch.Tensor) -> torch.Tensor:
@@ -367,7 +340,6 @@ class BatchedTabularTrainer:
 
 
 __all__ = [
-    "GLOBAL_RNG_LOCK",
     "MAX_CELLS",
     "BatchedTabularTrainer",
     "job_chunks",

@@ -54,18 +54,20 @@ def dropout(
 
 
 class Dropout(nn.Module):
-    """`nn.Dropout` with the cheaper mask; draws from torch's default generator, so
-    `torch.manual_seed` makes it reproducible as it does `nn.Dropout`. No parameters or
-    buffers: a state dict saved with `nn.Dropout` loads unchanged."""
+    """`nn.Dropout` with the cheaper mask; draws from `generator` when one is set, else from
+    torch's default generator (so `torch.manual_seed` makes it reproducible as it does
+    `nn.Dropout`). No parameters or buffers: a state dict saved with `nn.Dropout` loads
+    unchanged."""
 
-    def __init__(self, p: float = 0.5) -> None:
+    def __init__(self, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
         self.p = p
+        self.generator = generator
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training, self.generator)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
