@@ -41,7 +41,7 @@ def _chunk(task, space: TabularSpace, archs: list[Arch], seed: int):
             if key in ("head", "bias") or key[0] != "linear":
                 continue
             t.add_(0.1 * torch.randn(t.shape, generator=gen))
-    x = batched.x_train[: 37].T.contiguous().expand(len(archs), -1, -1).contiguous()
+    x = batched.x_train[:37].T.contiguous().expand(len(archs), -1, -1).contiguous()
     program = CellProgram(nodes, params, batched.width, space.hidden, space.dropout)
     return batched, program, params, x
 
