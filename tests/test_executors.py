@@ -220,3 +220,36 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length) -> None:
     assert report_here.test_nll == report_there.test_nll
     assert report_here.steps == report_there.steps
     assert report_here.final_length == report_there.final_length
+
+
+def test_auto_picks_workers_on_a_multicore_cpu_only(monkeypatch) -> None:
+    import sgem.executors as ex
+
+    monkeypatch.setattr(ex, "default_threads", lambda: 2)
+    assert ex.resolve_executor("auto", "cpu") == "processes"
+    assert ex.resolve_executor("auto", "cuda") == "inline"
+    assert ex.resolve_executor("auto", "cuda:0") == "inline"
+    monkeypatch.setattr(ex, "default_threads", lambda: 1)
+    assert ex.resolve_executor("auto", "cpu") == "inline"
+    for kind in ("inline", "batched", "processes", "ray"):  # named kinds are kept
+        assert ex.resolve_executor(kind, "cpu") == kind
+
+
+def test_inline_background_chunks_equal_deferred_ones(setup) -> None:
+    from sgem.jobs import collect, submit
+    from sgem.train.trainer import intra_op_threads
+
+    task, space, jobs, reference = setup
+    trainer = Trainer(task, space, TRAIN)
+    background = InlineExecutor(trainer, threads=2)
+    deferred = InlineExecutor(trainer, threads=2, background=False)
+    with intra_op_threads(1):  # the chunks' thread count: background training allowed
+        assert background._trains_in_background()
+        assert not deferred._trains_in_background()
+        try:
+            a, b = collect(submit(background, jobs)), collect(submit(deferred, jobs))
+        finally:
+            background.close()
+    for x, y, r in zip(a, b, reference, strict=True):
+        np.testing.assert_array_equal(x.losses, y.losses)
+        np.testing.assert_allclose(x.losses, r.losses, rtol=1e-5)
