@@ -37,7 +37,8 @@ from pathlib import Path
 OUT = Path("benchmarks/results/scaling.json")
 
 
-def _parse_value(text: str):
+def parse_value(text: str):
+    """A `key=value` override's value: int, float, true/false, or the text itself."""
     for cast in (int, float):
         try:
             return cast(text)
@@ -205,7 +206,7 @@ def main() -> None:
     overrides = {}
     for item in args.set:
         key, _, value = item.partition("=")
-        overrides[key] = _parse_value(value)
+        overrides[key] = parse_value(value)
     if args.one:
         family, size, seed = args.one
         row = one_run(family, int(size), int(seed), overrides, args.trace)

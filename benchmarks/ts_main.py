@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scaling import parse_value  # the benchmarks' one `key=value` override parser
 
 from sgem.analysis import RunObservations, format_op_table, op_effects
 from sgem.baselines import BaselineSetup, get_baseline
@@ -149,22 +150,12 @@ def scale_config(args: argparse.Namespace) -> dict:
         cfg["final_length"] = args.final_length
     cfg["final_length"] = list(dict.fromkeys(_as_list(cfg["final_length"])))
     for key, value in (item.split("=", 1) for item in args.search_set or []):
-        cfg["search"][key] = _parse_value(value)
+        cfg["search"][key] = parse_value(value)
     return cfg
 
 
 def _as_list(value) -> list:
     return list(value) if isinstance(value, list | tuple) else [value]
-
-
-def _parse_value(text: str):
-    """A `--search-set` value: int, float, true/false, or the text itself."""
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def load_task_domains(task_cfg: dict) -> dict:

@@ -28,3 +28,27 @@ def random_masks(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
     masks = rng.random((n, m)) < 0.5
     masks[~masks.any(axis=1), 0] = True  # a training mask is never empty
     return masks.astype(np.float64)
+
+
+def three_domain_series() -> dict[str, list[np.ndarray]]:
+    """Three small series of different kinds (a daily cycle, a random walk, a trend): a
+    forecasting task with structure, small enough for unit tests of the final training."""
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    return {
+        "cycle": [10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400)],
+        "walk": [50 + np.cumsum(rng.normal(0, 1, 400))],
+        "trend": [1 + 0.05 * t + rng.normal(0, 0.5, 400)],
+    }
+
+
+def small_ts_space():
+    """A two-node forecasting cell space of cheap ops."""
+    from sgem.space.timeseries import TimeSeriesSpace
+
+    return TimeSeriesSpace(
+        op_names=("moving_average", "dilated_conv", "linear_trend", "skip"),
+        n_nodes=2,
+        channels=4,
+        patch_len=8,
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import small_ts_space, three_domain_series
 
 from sgem.data.timeseries import make_timeseries_task
 from sgem.errors import SgemUserError
@@ -13,7 +14,6 @@ from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.final_length import ValidationLength
 from sgem.search.config import SearchConfig
 from sgem.search.final_check import contenders, final_check, ranked_architectures
-from sgem.space.timeseries import TimeSeriesSpace
 from sgem.store import Observation, ObservationStore
 from sgem.train.trainer import TrainConfig, Trainer
 
@@ -22,24 +22,14 @@ RULE = ValidationLength(max_factor=2.0, n_evals=4, patience=2)
 
 @pytest.fixture(scope="module")
 def task():
-    rng = np.random.default_rng(0)
-    t = np.arange(400)
-    domains = {
-        "cycle": [10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400)],
-        "walk": [50 + np.cumsum(rng.normal(0, 1, 400))],
-        "trend": [1 + 0.05 * t + rng.normal(0, 0.5, 400)],
-    }
-    return make_timeseries_task(domains, n_windows=240, n_clusters=6, context=32, horizon=8)
+    return make_timeseries_task(
+        three_domain_series(), n_windows=240, n_clusters=6, context=32, horizon=8
+    )
 
 
 @pytest.fixture(scope="module")
 def space():
-    return TimeSeriesSpace(
-        op_names=("moving_average", "dilated_conv", "linear_trend", "skip"),
-        n_nodes=2,
-        channels=4,
-        patch_len=8,
-    )
+    return small_ts_space()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import small_ts_space, three_domain_series
 
 from sgem.baselines import BaselineSetup, get_baseline
 from sgem.data.timeseries import make_timeseries_task
@@ -20,7 +21,6 @@ from sgem.moe.final_length import (
     track_validation,
 )
 from sgem.space.arch import Arch
-from sgem.space.timeseries import TimeSeriesSpace
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import TrainConfig, Trainer
 
@@ -95,26 +95,14 @@ CONTEXT, HORIZON = 48, 8
 
 @pytest.fixture(scope="module")
 def task():
-    rng = np.random.default_rng(0)
-    t = np.arange(400)
-    domains = {
-        "cycle": [10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400)],
-        "walk": [50 + np.cumsum(rng.normal(0, 1, 400))],
-        "trend": [1 + 0.05 * t + rng.normal(0, 0.5, 400)],
-    }
     return make_timeseries_task(
-        domains, n_windows=240, n_clusters=6, context=CONTEXT, horizon=HORIZON, seed=0
+        three_domain_series(), n_windows=240, n_clusters=6, context=CONTEXT, horizon=HORIZON, seed=0
     )
 
 
 @pytest.fixture(scope="module")
 def space():
-    return TimeSeriesSpace(
-        op_names=("moving_average", "dilated_conv", "linear_trend", "skip"),
-        n_nodes=2,
-        channels=4,
-        patch_len=8,
-    )
+    return small_ts_space()
 
 
 @pytest.fixture(scope="module")

@@ -139,6 +139,7 @@ class Explorer:
         self.centroids = None if centroids is None else np.asarray(centroids, dtype=np.float64)
         self.geometric_jumps = config.geometric_jumps
         self.explore_every = config.explore_every
+        self.jumps = config.jumps and not config.freeze_routing  # frozen routing never jumps
         self.space = space
         self.surrogate = surrogate
         self.u = u
@@ -162,13 +163,13 @@ class Explorer:
         sizes: np.ndarray,
         rng: np.random.Generator,
         t: int,
-        jumps: bool = True,
     ) -> ExplorationBatch:
         """One exploration step's trainings, all decided before any of them trains (so they
-        go out with the S-step's batch): the affinity masks' jobs, then, with `jumps`, a
-        jump's trainings on the current and on the proposed partition."""
+        go out with the S-step's batch): the affinity masks' jobs, then (unless jumps are
+        off or the routing is frozen) a jump's trainings on the current and on the proposed
+        partition."""
         masks = self.mask_jobs(archs, sizes, rng)
-        if not jumps:
+        if not self.jumps:
             return ExplorationBatch(masks, [], [], None)
         jump, current, proposed = self.jump_jobs(archs, assignment, sizes, rng, t)
         return ExplorationBatch(masks, current, proposed, jump)
@@ -347,8 +348,18 @@ class Explorer:
         """A jump whose trainings go out with a batch and are judged later (`decide_jump`):
         the record so far, then the jobs measuring the current and the proposed partition
         (none when the proposal equals the current routing: the record is then final)."""
-        proposal = self.proposal(assignment, t)
-        record: dict = {"proposal": proposal.tolist(), "accepted": False}
+        return self._jobs_for(archs, assignment, self.proposal(assignment, t), sizes, rng)
+
+    def _jobs_for(
+        self,
+        archs: list[Arch],
+        assignment: np.ndarray,
+        proposal: np.ndarray,
+        sizes: np.ndarray,
+        rng: np.random.Generator,
+    ) -> tuple[dict, list[Job], list[Job]]:
+        """`jump_jobs` for a given proposal."""
+        record: dict = {"proposal": np.asarray(proposal).tolist(), "accepted": False}
         if np.array_equal(proposal, assignment):
             record["reason"] = "proposal equals the current routing"
             return record, [], []
@@ -381,19 +392,14 @@ class Explorer:
         rng: np.random.Generator,
         t: int,
     ) -> dict:
-        """Accept `proposal` only if its *measured* objective beats the current partition's."""
-        record: dict = {"proposal": np.asarray(proposal).tolist(), "accepted": False}
-        if np.array_equal(proposal, assignment):
-            record["reason"] = "proposal equals the current routing"
-            return record
-        current, proposed = self.jump_slots(archs, assignment, proposal, sizes, rng)
-        jobs = self.slot_jobs(assignment, current)
-        outcomes = self.ledger.train([*jobs, *self.slot_jobs(proposal, proposed)], t)  # one batch
-        return _judged(
-            record,
-            self.partition_value(assignment, archs, sizes, outcomes[: len(jobs)]),
-            self.partition_value(proposal, archs, sizes, outcomes[len(jobs) :]),
-        )
+        """Accept `proposal` only if its *measured* objective beats the current partition's
+        (both partitions' trainings in one batch, judged as the search loops judge them)."""
+        record, current, proposed = self._jobs_for(archs, assignment, proposal, sizes, rng)
+        batch = ExplorationBatch([], current, proposed, record)
+        outcomes = self.ledger.train(batch.jobs, t) if batch.jobs else []
+        settled = self.settle(batch, archs, assignment, sizes, outcomes)
+        assert settled is not None
+        return settled
 
 
 def _judged(

@@ -212,10 +212,7 @@ class PipelinedLoop:
         explored = ExplorationBatch([], [], [], None)
         if cfg.explore and t % cfg.explore_every == 0:
             with clock.phase("exploration"):
-                jumps = cfg.jumps and not cfg.freeze_routing
-                explored = search.explorer_.batch(
-                    p.archs, p.assignment, self.sizes, self.rng, t, jumps
-                )
+                explored = search.explorer_.batch(p.archs, p.assignment, self.sizes, self.rng, t)
         with clock.phase("acquisition"):
             predicted = predicted_losses(search.surrogate_, p.jobs)
             u_now = expected_losses(search.u_, p.archs, p.routing, p.uniforms)

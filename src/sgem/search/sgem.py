@@ -303,8 +303,7 @@ class SGEM:
         explored = ExplorationBatch([], [], [], None)
         if cfg.explore and t % cfg.explore_every == 0:
             with clock.phase("exploration"):
-                jumps = cfg.jumps and not cfg.freeze_routing
-                explored = self.explorer_.batch(archs, assignment, sizes, rng, t, jumps)
+                explored = self.explorer_.batch(archs, assignment, sizes, rng, t)
         # S-step: train the LCB-chosen candidates (and measure the incumbents)
         with clock.phase("acquisition"):
             predicted = predicted_losses(self.surrogate_, p.jobs)

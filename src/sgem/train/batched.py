@@ -339,10 +339,4 @@ class BatchedTabularTrainer:
         return F.pad((flat - mean) / std, (0, self.width - self.in_dim))
 
 
-__all__ = [
-    "MAX_CELLS",
-    "BatchedTabularTrainer",
-    "job_chunks",
-    "plan_chunks",
-    "supports",
-]
+__all__ = ["MAX_CELLS", "BatchedTabularTrainer", "job_chunks", "plan_chunks", "supports"]
