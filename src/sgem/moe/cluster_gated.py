@@ -41,7 +41,7 @@ class ClusterGatedMoE(nn.Module):
         self.register_buffer("assignment", torch.as_tensor(assignment, dtype=torch.long))
 
     def forward(self, x: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
-        expert_of = self.assignment[cluster]
+        expert_of = self.assignment[cluster.to(self.assignment.device)].to(x.device)
         out = None
         for k, expert in enumerate(self.experts):
             sel = expert_of == k
@@ -231,7 +231,7 @@ def train_final_moe(
         experts[job.index], used_steps[job.index], lengths[job.index] = fit.materialise(
             trainer, job.arch
         )
-    moe = ClusterGatedMoE(experts, assignment, list(architectures)).eval()
+    moe = ClusterGatedMoE(experts, assignment, list(architectures)).to(trainer.device).eval()
 
     x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)
     c_test = torch.as_tensor(task.test.cluster, device=trainer.device)

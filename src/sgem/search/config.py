@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..config_fields import check_bool, check_choice, check_float, check_int, config_from_dict
 from ..surrogate.model import SurrogateConfig
-from ..train.trainer import (
-    TrainConfig,
-    check_bool,
-    check_choice,
-    check_float,
-    check_int,
-    config_from_dict,
-)
+from ..train.trainer import TrainConfig
 
 LB_KINDS = ("clusters", "samples")
 INIT_MASKS = ("random", "geometric", "auto")

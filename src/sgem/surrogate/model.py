@@ -9,11 +9,12 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from ..config_fields import check_float, check_int, config_from_dict
 from ..space.arch import Arch, CellSpace
 from ..train.adam import Adam
 from ..train.dropout import Dropout
 from ..train.global_rng import GLOBAL_RNG_LOCK
-from ..train.trainer import check_float, check_int, config_from_dict, intra_op_threads
+from ..train.trainer import intra_op_threads
 from .gnn import SurrogateNet, normalised_adjacency
 
 #: the surrogate network's dtype: float32 fits ~1.5x faster than float64 (the fit is

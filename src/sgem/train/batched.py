@@ -58,8 +58,8 @@ MAX_CELLS = 2_000_000
 
 def supports(task: ClusteredTask, space: CellSpace, config: TrainConfig) -> bool:
     """Whether candidates can train as one vectorised program: a tabular space, full-batch
-    Adam steps at a constant rate (no minibatches, epochs or clipping), a classifier or a
-    Student-t head."""
+    Adam steps at a constant rate (no minibatches, epochs, clipping or early stopping), a
+    classifier or a Student-t head."""
     return (
         isinstance(space, TabularSpace)
         and config.batch_size is None
@@ -67,6 +67,7 @@ def supports(task: ClusteredTask, space: CellSpace, config: TrainConfig) -> bool
         and config.optimizer == "adam"
         and config.schedule == "constant"
         and config.grad_clip is None
+        and config.early_stop_evals is None
         and task.loss in ("cross_entropy", "student_t")
     )
 

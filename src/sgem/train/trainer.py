@@ -14,11 +14,10 @@ learnable-gate MoE, the DARTS supernet) train exactly the same way.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -26,144 +25,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..config_fields import check_bool, check_choice, check_float, check_int, config_from_dict
 from ..data.task import ClusteredTask
-from ..errors import SgemUserError
 from ..space.arch import Arch
 from .adam import Adam
+from .early_stop import RegionEarlyStopping
 from .losses import bucket_by_cluster, per_sample_nll
 
+#: `Trainer.optimise`'s per-step callback: (model, steps done, total steps) -> stop?
+Monitor: TypeAlias = Callable[[nn.Module, int, int], bool]
 #: what `make_optimizer` returns: sgem's Adam or a `torch.optim` optimiser
 Optimizer: TypeAlias = Adam | torch.optim.Optimizer
 
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("constant", "cosine")
-
-
-# -- typed, range-checked config fields (TrainConfig, SurrogateConfig, SearchConfig) -------
-def _default_of(cfg: object, name: str) -> object:
-    f = cfg.__dataclass_fields__[name]  # type: ignore[attr-defined]
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    return None
-
-
-def _field_error(cfg: object, name: str, value: object, allowed: str) -> SgemUserError:
-    """'TrainConfig.lr = 0 is not allowed: it must be a number > 0' plus a hint for the
-    usual YAML slips (a quoted number, null, a float where an integer is needed)."""
-    hint = ""
-    if value is None:
-        hint = (
-            f"; null/None is not a value here: remove the key to use the default "
-            f"({_default_of(cfg, name)!r})"
-        )
-    elif isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            pass
-        else:
-            hint = " (a quoted string: write the number without quotes)"
-            if "e" in value.lower() and "." not in value:
-                hint = (
-                    " (a string: YAML reads an exponent without a dot, like 3e-3, as a string; "
-                    "write 3.0e-3 or 0.003)"
-                )
-    elif isinstance(value, float | np.floating) and "integer" in allowed:
-        hint = f" (write {int(value)})" if float(value).is_integer() else " (a whole number)"
-    kind = type(value).__name__
-    return SgemUserError(
-        f"{type(cfg).__name__}.{name} = {value!r} ({kind}) is not allowed: it must be "
-        f"{allowed}{hint}"
-    )
-
-
-def check_int(cfg: object, name: str, minimum: int, optional: bool = False) -> None:
-    """`cfg.name` is an integer (not a bool, float or string) >= `minimum` (or None)."""
-    value = getattr(cfg, name)
-    allowed = f"an integer >= {minimum}" + (" or null (None)" if optional else "")
-    if value is None and optional:
-        return
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise _field_error(cfg, name, value, allowed)
-    if value < minimum:
-        raise _field_error(cfg, name, value, allowed)
-    if not isinstance(value, int):  # a numpy integer: a plain int serialises everywhere
-        object.__setattr__(cfg, name, int(value))
-
-
-def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
-    if high == math.inf:
-        return f"{'>' if low_open else '>='} {low:g}"
-    return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-
-
-def check_float(
-    cfg: object,
-    name: str,
-    low: float,
-    high: float = math.inf,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-    optional: bool = False,
-) -> None:
-    """`cfg.name` is a finite real number (int or float, not a bool or string) in the
-    interval from `low` to `high` (open ends where asked), or None when `optional`."""
-    value = getattr(cfg, name)
-    allowed = f"a finite number {_interval(low, high, low_open, high_open)}" + (
-        " or null (None)" if optional else ""
-    )
-    if value is None and optional:
-        return
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
-        raise _field_error(cfg, name, value, allowed)
-    v = float(value)
-    if (
-        not math.isfinite(v)
-        or (v <= low if low_open else v < low)
-        or (v >= high if high_open else v > high)
-    ):
-        raise _field_error(cfg, name, value, allowed)
-    if isinstance(value, np.number):  # numpy scalars: plain Python numbers serialise everywhere
-        object.__setattr__(cfg, name, value.item())
-
-
-def check_bool(cfg: object, name: str) -> None:
-    """`cfg.name` is a real boolean: the string "no" is not False."""
-    value = getattr(cfg, name)
-    if not isinstance(value, bool | np.bool_):
-        raise _field_error(cfg, name, value, "true or false (a boolean, not a string or number)")
-    object.__setattr__(cfg, name, bool(value))
-
-
-def check_choice(cfg: object, name: str, choices: tuple[str, ...]) -> None:
-    value = getattr(cfg, name)
-    if not isinstance(value, str) or value not in choices:
-        raise _field_error(cfg, name, value, f"one of {list(choices)}")
-
-
-def config_from_dict(cls: type, data: object, where: str):
-    """Build the config dataclass `cls` from a mapping (a YAML section), refusing unknown
-    keys by name; `where` names the section in messages (e.g. "search.train")."""
-    if isinstance(data, cls):
-        return data
-    if not isinstance(data, dict):
-        raise SgemUserError(
-            f"{where} must be a mapping of {cls.__name__} fields, got {data!r} "
-            f"({type(data).__name__})"
-        )
-    known = list(cls.__dataclass_fields__)
-    unknown = [k for k in data if k not in known]
-    if unknown:
-        raise SgemUserError(
-            f"unknown key(s) {sorted(map(str, unknown))} in {where}; known keys: {known}"
-        )
-    try:
-        return cls(**data)
-    except SgemUserError as exc:
-        if "(config section " in str(exc):  # a nested section already said where
-            raise
-        raise SgemUserError(f"{exc} (config section '{where}')") from None
 
 
 @dataclass(frozen=True)
@@ -190,6 +65,12 @@ class TrainConfig:
     that many programs of balanced size, so the inline executor's threads (or workers) can
     train them side by side; the numbers depend on the grouping (dropout streams), so it is
     part of the config too, and the thread count is not.
+
+    `early_stop_evals`: score the validation set this many times over `steps` and report a
+    candidate's per-cluster losses at the evaluation where its own region (the mask) scored
+    best, stopping after `early_stop_patience` evaluations without a new best (None: run to
+    `steps`). Candidates are then ranked on what they reach, not on how fast: see
+    `sgem.train.early_stop`. None: the losses after `steps`.
     """
 
     steps: int = 150
@@ -208,6 +89,8 @@ class TrainConfig:
     batch_candidates: int = 16
     batch_threads: int = 1
     min_chunks: int = 2
+    early_stop_evals: int | None = None
+    early_stop_patience: int | None = None
 
     def __post_init__(self) -> None:
         check_int(self, "steps", 1)
@@ -226,6 +109,8 @@ class TrainConfig:
         check_int(self, "batch_candidates", 1)
         check_int(self, "batch_threads", 1)
         check_int(self, "min_chunks", 1)
+        check_int(self, "early_stop_evals", 1, optional=True)
+        check_int(self, "early_stop_patience", 1, optional=True)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "train") -> TrainConfig:
@@ -386,6 +271,7 @@ class Trainer:
         seed: int,
         steps: int | None = None,
         epochs: int | None = None,
+        monitor: Monitor | None = None,
     ) -> nn.Module:
         """Train a fresh network for `arch` on (x, y) with a deterministic seed.
 
@@ -402,7 +288,7 @@ class Trainer:
         model = self.build(arch)
         if hasattr(model, "data_init"):
             model.data_init(x, gen)
-        return self.optimise(model, x, y, gen, steps=steps, epochs=epochs)
+        return self.optimise(model, x, y, gen, steps=steps, epochs=epochs, monitor=monitor)
 
     def optimise(
         self,
@@ -412,10 +298,12 @@ class Trainer:
         generator: torch.Generator,
         steps: int | None = None,
         epochs: int | None = None,
+        monitor: Monitor | None = None,
     ) -> nn.Module:
         """The training loop shared by every model trained here (experts, gated MoEs):
         minimise the task's mean per-sample NLL of `model(x)` with the config's optimiser,
-        schedule, clipping and mixed precision. Batches are drawn from `generator`."""
+        schedule, clipping and mixed precision. Batches are drawn from `generator`.
+        `monitor(model, steps_done, total)` is called after every step; True stops."""
         if len(x) == 0:
             raise ValueError("cannot train on an empty set of samples")
         cfg = self.config
@@ -442,6 +330,8 @@ class Trainer:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             clip_and_step(model.parameters(), opt, cfg)
+            if monitor is not None and monitor(model, step + 1, total):
+                break
         model.eval()
         return model
 
@@ -485,8 +375,19 @@ class Trainer:
             raise ValueError("mask selects no cluster; a candidate needs training data")
         start = time.perf_counter()
         sel = torch.as_tensor(mask, device=self.device)[self.c_train]
-        model = self.fit(arch, self.x_train[sel], self.y_train[sel], seed)
-        losses = self.cluster_losses(model)
+        if self.config.early_stop_evals is None:
+            model = self.fit(arch, self.x_train[sel], self.y_train[sel], seed)
+            losses = self.cluster_losses(model)
+        else:
+            stop = RegionEarlyStopping(
+                self.cluster_losses,
+                np.bincount(self.task.val.cluster, minlength=self.task.n_clusters),
+                mask,
+                self.config.early_stop_evals,
+                self.config.early_stop_patience,
+            )
+            self.fit(arch, self.x_train[sel], self.y_train[sel], seed, monitor=stop)
+            losses = stop.losses
         return TrainOutcome(losses, time.perf_counter() - start)
 
 
