@@ -7,7 +7,7 @@ import pytest
 
 from sgem.data import make_toy_task
 from sgem.search import SGEM, SearchConfig
-from sgem.search.exploration import geometric_partition
+from sgem.search.geometry import geometry_partition
 from sgem.search.selection import canonical_partition
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig
@@ -99,7 +99,7 @@ def test_returned_partition_is_the_best_measured_finalist() -> None:
     assert 1 <= len(finalists) <= 3 + 1  # final_candidates, plus the geometry split
     groupings = [canonical_partition(f["partition"]) for f in finalists]
     assert len(set(groupings)) == len(groupings), "a relabelled partition is not a new finalist"
-    geometry = geometric_partition(task.centroids, 2, 4)
+    geometry = geometry_partition(task, 2, 4)  # the Geometry-routing baseline's split
     assert canonical_partition(geometry) in groupings
     final_iterate = result.trace[-1]["routing"]
     assert any(f["partition"] == final_iterate for f in finalists)
@@ -130,3 +130,19 @@ def test_returned_partition_is_the_best_measured_finalist() -> None:
 def test_canonical_partition_ignores_expert_labels() -> None:
     assert canonical_partition([1, 1, 0, 2]) == canonical_partition([0, 0, 2, 1]) == (0, 0, 1, 2)
     assert canonical_partition(np.array([0, 1, 0])) != canonical_partition([0, 0, 1])
+
+
+def test_the_geometry_finalist_exists_on_series_too():
+    """A time-series task keeps its centroids in `meta` (descriptor space), not in
+    `task.centroids`: the finalist must still be the Geometry baseline's split (it was
+    silently skipped on every forecasting search before)."""
+    from helpers import small_ts_space, three_domain_series
+
+    from sgem.data.timeseries import make_timeseries_task
+
+    task = make_timeseries_task(
+        three_domain_series(), n_windows=240, n_clusters=6, context=24, horizon=6, seed=0
+    )
+    assert task.centroids is None
+    search = SGEM(small_ts_space(), SearchConfig(n_experts=3), seed=2, progress=False)
+    np.testing.assert_array_equal(search._geometry(task), geometry_partition(task, 3, 2))

@@ -45,7 +45,8 @@ from .acquisition import acquire, outcome_tau, predicted_losses
 from .architecture import architecture_m_step
 from .checkpoint import decode_checkpoint, restore_state, save_state
 from .config import SearchConfig
-from .exploration import ExplorationBatch, Explorer, geometric_partition, hard_logits
+from .exploration import ExplorationBatch, Explorer, hard_logits
+from .geometry import cluster_centroids, geometry_partition
 from .ledger import Ledger
 from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing, objective
@@ -151,11 +152,12 @@ class SGEM:
         val_sizes: np.ndarray,
     ) -> SearchResult:
         cfg = self.config
-        self._setup(task.n_clusters, store, val_sizes, task.centroids)
+        centroids = cluster_centroids(task)
+        self._setup(task.n_clusters, store, val_sizes, centroids)
         state = self.store_.latest_checkpoint(decode_checkpoint) if resume else None
         if state is None:
             with self.timer_.phase("initial_design"):
-                logits, archs = self._initialise(task.n_clusters, rng, task.centroids)
+                logits, archs = self._initialise(task.n_clusters, rng, centroids)
             trace: list[dict] = []
             t_done = 0
             self._checkpoint(0, logits, archs, rng, trace)
@@ -406,13 +408,13 @@ class SGEM:
         return mode == "geometric" or m > self.config.geometric_above
 
     def _geometry(self, task: ClusteredTask) -> np.ndarray | None:
-        """The k-means split of the cluster centroids, a finalist (`geometry_finalist`)."""
-        centroids = task.centroids
-        if not self.config.geometry_finalist or centroids is None:
+        """The Geometry-routing baseline's split, a finalist (`geometry_finalist`).
+
+        It used `task.centroids` alone before, which a time-series task does not have (its
+        centroids are in `meta`), so forecasting searches silently ran without it."""
+        if not self.config.geometry_finalist:
             return None
-        if len(centroids) != task.n_clusters:
-            return None
-        return geometric_partition(centroids, self.config.n_experts, self.seed)
+        return geometry_partition(task, self.config.n_experts, self.seed)
 
     @property
     def failures_(self) -> int:
