@@ -487,6 +487,50 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge_outputs(paths: list[Path], out_dir: Path, tag: str) -> None:
+    """One table from several outputs of the same configuration (processes run side by
+    side): rows and references pooled, relative scores, summary and paired comparisons
+    recomputed; a (seed, method) present twice is an error."""
+    parts = [json.loads(p.read_text()) for p in paths]
+    configs = {json.dumps(d["meta"]["config"], sort_keys=True) for d in parts}
+    if len(configs) != 1:
+        raise SystemExit(f"cannot merge outputs of different configurations: {paths}")
+    rows = [r for d in parts for r in d["rows"]]
+    keys = [(r["seed"], r["method"]) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise SystemExit(f"a (seed, method) appears twice in {paths}")
+    references = {int(k): v for d in parts for k, v in d.get("references", {}).items()}
+    add_relative(rows, references)
+    summary = summarise(rows)
+    comparisons = paired(rows) if any(r["method"] == "sgem" for r in rows) else {}
+    meta = dict(parts[0]["meta"])
+    meta |= {
+        "tag": tag,
+        "seeds": sorted({r["seed"] for r in rows}),
+        "methods": list(dict.fromkeys(r["method"] for r in rows)),
+        "wall_seconds": round(sum(d["meta"]["wall_seconds"] for d in parts), 1),
+        "merged_from": [p.name for p in paths],
+        "note": "; ".join(
+            [
+                *dict.fromkeys(d["meta"]["note"] for d in parts if d["meta"].get("note")),
+                f"merged from {len(paths)} processes ({', '.join(p.name for p in paths)})",
+            ]
+        ),
+    }
+    data = {
+        "meta": meta,
+        "summary": summary,
+        "comparisons": comparisons,
+        "references": {str(k): v for k, v in references.items()},
+        "rows": rows,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"ts_main_{tag}.json").write_text(json.dumps(data, indent=1))
+    md = out_dir / f"ts_main_{tag}.md"
+    md.write_text(markdown(summary, meta, comparisons))
+    print(md.read_text())
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--scale", choices=["smoke", "offline", "paper"], default="smoke")
@@ -531,7 +575,17 @@ def main() -> None:
     p.add_argument("--resume", action="store_true", help="skip (seed, method) already saved")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--render", default=None, help="only re-render the markdown of this JSON")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="merge these outputs (e.g. one process per seed or method) into ts_main_<tag>",
+    )
     args = p.parse_args()
+    if args.merge:
+        merge_outputs([Path(f) for f in args.merge], Path(args.out), args.tag or "merged")
+        return
     if args.render:
         data = json.loads(Path(args.render).read_text())
         md = Path(args.render).with_suffix(".md")
