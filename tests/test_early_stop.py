@@ -116,3 +116,13 @@ def test_config_checks_and_the_vectorised_path_steps_aside():
     space = TabularSpace()
     assert supports(toy, space, TrainConfig())
     assert not supports(toy, space, TrainConfig(early_stop_evals=5))
+
+
+def test_predicting_no_sample_gives_an_empty_batch(ts_task):
+    space = small_ts_space()
+    trainer = Trainer(ts_task, space, TrainConfig(steps=2, batch_size=8, eval_batch_size=4))
+    model = trainer.fit(
+        space.sample_many(1, np.random.default_rng(0))[0], trainer.x_train, trainer.y_train, seed=0
+    )
+    out = trainer.predict(model, trainer.x_val[:0])
+    assert out.shape == (0, trainer.n_out)

@@ -355,6 +355,8 @@ class Trainer:
         for start in range(0, len(x), bs):
             with amp:
                 outs.append(model(self.to_model_layout(x[start : start + bs])).float())
+        if not outs:  # no sample (e.g. a region without test windows): an empty batch
+            return torch.empty((0, self.n_out), device=self.device)
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
     @torch.no_grad()
