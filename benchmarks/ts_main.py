@@ -487,6 +487,25 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_table(rows: list[dict], references: dict, meta: dict, out_dir: Path) -> dict:
+    """Relative scores, summary and paired comparisons of `rows`, written with `meta` as
+    ts_main_<meta tag>.{json,md}; returns the summary."""
+    add_relative(rows, references)
+    summary = summarise(rows)
+    comparisons = paired(rows) if any(r["method"] == "sgem" for r in rows) else {}
+    data = {
+        "meta": meta,
+        "summary": summary,
+        "comparisons": comparisons,
+        "references": {str(k): v for k, v in references.items()},
+        "rows": rows,
+    }
+    stem = out_dir / f"ts_main_{meta['tag']}"
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    stem.with_suffix(".md").write_text(markdown(summary, meta, comparisons))
+    return summary
+
+
 def merge_outputs(paths: list[Path], out_dir: Path, tag: str) -> None:
     """One table from several outputs of the same configuration (processes run side by
     side): rows and references pooled, relative scores, summary and paired comparisons
@@ -500,9 +519,6 @@ def merge_outputs(paths: list[Path], out_dir: Path, tag: str) -> None:
     if len(set(keys)) != len(keys):
         raise SystemExit(f"a (seed, method) appears twice in {paths}")
     references = {int(k): v for d in parts for k, v in d.get("references", {}).items()}
-    add_relative(rows, references)
-    summary = summarise(rows)
-    comparisons = paired(rows) if any(r["method"] == "sgem" for r in rows) else {}
     meta = dict(parts[0]["meta"])
     meta |= {
         "tag": tag,
@@ -517,18 +533,9 @@ def merge_outputs(paths: list[Path], out_dir: Path, tag: str) -> None:
             ]
         ),
     }
-    data = {
-        "meta": meta,
-        "summary": summary,
-        "comparisons": comparisons,
-        "references": {str(k): v for k, v in references.items()},
-        "rows": rows,
-    }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"ts_main_{tag}.json").write_text(json.dumps(data, indent=1))
-    md = out_dir / f"ts_main_{tag}.md"
-    md.write_text(markdown(summary, meta, comparisons))
-    print(md.read_text())
+    write_table(rows, references, meta, out_dir)
+    print((out_dir / f"ts_main_{tag}.md").read_text())
 
 
 def main() -> None:
@@ -626,10 +633,6 @@ def main() -> None:
     t_start = time.perf_counter()
 
     def save(length: str) -> dict:
-        mine = rows[length]
-        add_relative(mine, references)
-        summary = summarise(mine)
-        comparisons = paired(mine) if any(r["method"] == "sgem" for r in mine) else {}
         meta = {
             "scale": args.scale,
             "tag": tags[length],
@@ -653,16 +656,7 @@ def main() -> None:
                 "torch": torch.__version__,
             },
         }
-        data = {
-            "meta": meta,
-            "summary": summary,
-            "comparisons": comparisons,
-            "references": {str(k): v for k, v in references.items()},
-            "rows": mine,
-        }
-        (out_dir / f"ts_main_{tags[length]}.json").write_text(json.dumps(data, indent=1))
-        (out_dir / f"ts_main_{tags[length]}.md").write_text(markdown(summary, meta, comparisons))
-        return summary
+        return write_table(rows[length], references, meta, out_dir)
 
     def report(method: str, length: str, row: dict, t0: float) -> None:
         print(

@@ -41,7 +41,7 @@ class ClusterGatedMoE(nn.Module):
         self.register_buffer("assignment", torch.as_tensor(assignment, dtype=torch.long))
 
     def forward(self, x: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
-        expert_of = self.assignment[cluster.to(self.assignment.device)].to(x.device)
+        expert_of = self.assignment[cluster]
         out = None
         for k, expert in enumerate(self.experts):
             sel = expert_of == k
