@@ -47,7 +47,7 @@ from sgem.baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
 from sgem.baselines.decomposition import decomposition_settings
 from sgem.data.images import build_image_task, downsample
 from sgem.data.task import ClusteredTask
-from sgem.moe.cluster_gated import steps_for_epochs
+from sgem.moe.expert_fit import steps_for_epochs
 from sgem.moe.learnable_gate import train_learnable_gate_moe
 from sgem.pipeline import build_space
 from sgem.report_images import plot_cluster_representatives

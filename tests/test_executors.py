@@ -194,7 +194,7 @@ def test_unreachable_ray_address_fails_fast_and_clearly(setup) -> None:
         RayExecutor(task, space, TRAIN, address="127.0.0.1:9", connect_timeout_s=2)
 
 
-@pytest.mark.parametrize("length", ["fixed", "validation"])
+@pytest.mark.parametrize("length", ["fixed", "validation", "validation-warm"])
 def test_final_experts_retrained_on_workers_match_inline(setup, length) -> None:
     """The processes executor retrains the final MoE's experts side by side; the weights it
     sends back give exactly the model trained here one expert after another."""
@@ -220,6 +220,7 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length) -> None:
     assert report_here.test_nll == report_there.test_nll
     assert report_here.steps == report_there.steps
     assert report_here.final_length == report_there.final_length
+    assert report_here.global_networks == report_there.global_networks
 
 
 def test_auto_picks_workers_on_a_multicore_cpu_only(monkeypatch) -> None:

@@ -178,3 +178,51 @@ def test_config_checks_the_second_look_settings() -> None:
         SearchConfig(final_check_archs=0)
     with pytest.raises(SgemUserError, match="final_check_partitions"):
         SearchConfig(final_check_partitions=-1)
+
+
+def test_a_warm_second_look_hands_its_global_networks_and_runs_on_exactly(
+    task, space, trainer
+) -> None:
+    """With warm starts the tracking runs fine-tune each cell's global network; the final
+    retrain reuses both the runs and the networks, giving the weights of doing it afresh."""
+    import dataclasses
+
+    warm = dataclasses.replace(RULE, warm_start=True)
+    chosen = tuple(int(v) for v in np.arange(task.n_clusters) % 2)
+    geometry = tuple(int(v) for v in (np.arange(task.n_clusters) < 3).astype(int))
+    store, archs = _store_with(task, space, [chosen, geometry], n_archs=2)
+    selection = {
+        "finalists": [_row(chosen, -1.0, chosen=True), _row(geometry, -2.0, geometry=True)]
+    }
+    check = final_check(
+        task,
+        trainer,
+        store,
+        selection,
+        (np.array(chosen), [archs[0], archs[0]]),
+        seed=5,
+        steps=6,
+        epochs=None,
+        rule=warm,
+        n_partitions=2,
+        n_archs=2,
+    )
+    assert check.starts is not None and set(check.starts) == {a.key for a in archs}
+    for row in check.report["contenders"]:
+        for region in row["regions"]:
+            assert region["judged"]
+    args = (task, trainer, check.assignment, check.architectures)
+    reused, with_known = train_final_moe(
+        *args,
+        steps=6,
+        seed=5,
+        length=warm,
+        known_lengths=check.known_lengths,
+        starts=check.starts,
+    )
+    fresh, again = train_final_moe(*args, steps=6, seed=5, length=warm)
+    assert with_known.final_length == again.final_length
+    assert with_known.global_networks is None  # nothing left to train: all handed on
+    assert again.global_networks is not None
+    for a, b in zip(reused.state_dict().values(), fresh.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -111,12 +111,14 @@ def finish(
     uses_domain_labels: bool = False,
     executor: object | None = None,
     known_lengths: list[dict | None] | None = None,
+    starts: dict | None = None,
 ) -> MethodResult:
     """Retrain the cluster-gated MoE of a routing and its cells on train + validation and
     test it once (the protocol every method shares). `final_length`: "fixed" or
     "validation" (each expert's length chosen on validation, `sgem.moe.final_length`).
     `executor`: the search's processes executor retrains the experts side by side;
-    `known_lengths`: tracking runs already made for these experts (`finish_sgem`)."""
+    `known_lengths`: tracking runs already made for these experts (`finish_sgem`), `starts`
+    the global networks they fine-tuned (warm starts)."""
     started = time.perf_counter() if started is None else started
     moe, report = train_final_moe(
         task,
@@ -130,6 +132,7 @@ def finish(
         length=final_length,
         executor=executor,
         known_lengths=known_lengths,
+        starts=starts,
     )
     return MethodResult(
         method=method,
@@ -165,7 +168,7 @@ def finish_sgem(
     `found` with the partition and architectures the final model has, and the check's
     report in `selection["final_check"]`."""
     rule = resolve_length(final_length)
-    known = None
+    known, starts = None, None
     if rule is not None and config.final_check_partitions > 0:
         check = final_check(
             task,
@@ -181,7 +184,7 @@ def finish_sgem(
             n_archs=config.final_check_archs,
             executor=executor,
         )
-        known = check.known_lengths
+        known, starts = check.known_lengths, check.starts
         found = replace(
             found,
             assignment=check.assignment,
@@ -207,6 +210,7 @@ def finish_sgem(
         search=found,
         executor=executor,
         known_lengths=known,
+        starts=starts,
     )
 
 

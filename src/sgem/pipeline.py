@@ -331,12 +331,14 @@ def _budget_plan(
         else:
             final = search_cfg.n_experts * search_cfg.final_steps / search_cfg.train.steps
             final *= max(1.0, n_fit / len(task.train) / search_cfg.n_experts)
-        if cfg.final_length == "validation":
+        if cfg.final_length != "fixed":
             from .moe.final_length import PLANNING_FACTOR, TRACKING_FACTOR
 
             # the second look tracks P x A (partition, cell) pairs per expert, one reused
             extra = search_cfg.final_check_partitions * search_cfg.final_check_archs - 1
             final *= PLANNING_FACTOR + TRACKING_FACTOR * max(extra, 0)
+            if cfg.final_length == "validation-warm":  # + a global network per cell
+                final *= 2.0
         seconds = float(cfg.time_budget) - (time.perf_counter() - start)
         _, plan = plan_search(search_cfg, seconds, t, final)
         file.write_text(json.dumps(plan, indent=1))

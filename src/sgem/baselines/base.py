@@ -29,7 +29,8 @@ from ..data.task import ClusteredTask
 from ..executors import job_seed
 from ..forecast import task_test_scores
 from ..metrics import partition_match
-from ..moe.cluster_gated import evaluate_forecasts, steps_for_epochs, train_final_moe
+from ..moe.cluster_gated import evaluate_forecasts, train_final_moe
+from ..moe.expert_fit import steps_for_epochs
 from ..moe.final_length import ValidationLength, adam_length, resolve_length
 from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch, CellSpace
@@ -222,6 +223,9 @@ def cluster_moe_result(
     }
     if "final_length" in moe:
         out["final_length"] = _length_summary(moe["final_length"])
+    if "global_networks" in moe:  # warm starts: each cell's global network
+        nets = moe["global_networks"]
+        out["global_networks"] = dict(zip(nets, _length_summary(list(nets.values())), strict=True))
     return out | forecast_fields(task, moe.get("forecast")) | (extra or {})
 
 

@@ -4,9 +4,9 @@ from .cluster_gated import (
     ClusterGatedMoE,
     MoEReport,
     evaluate_forecasts,
-    steps_for_epochs,
     train_final_moe,
 )
+from .expert_fit import steps_for_epochs
 from .learnable_gate import (
     GatedMoEReport,
     LearnableGatedMoE,

@@ -8,7 +8,6 @@ the benchmarks that routes by clusters (SGEM and the cluster-gated baselines) go
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -22,7 +21,9 @@ from ..random_streams import expert_seed
 from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer
-from .final_length import ValidationLength, expert_length, resolve_length
+from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from .final_length import ValidationLength, resolve_length
+from .warm_start import global_starts, needs_warm_start
 
 
 class ClusterGatedMoE(nn.Module):
@@ -77,11 +78,15 @@ class MoEReport:
     test_rmse: float | None = None  # of the Student-t location, in the model's target units
     final_length: list[dict | None] | None = None  # per expert, with length="validation"
     forecast: dict | None = None  # MASE / wQL in original units (forecasting tasks)
+    #: with warm starts: the global network of each cell (its tracking run's summary)
+    global_networks: dict[str, dict | None] | None = None
 
     def to_json(self) -> dict:
         extra: dict = {}
         if self.final_length is not None:
             extra["final_length"] = self.final_length
+        if self.global_networks is not None:
+            extra["global_networks"] = self.global_networks
         if self.forecast is not None:
             extra["forecast"] = self.forecast
         return extra | {
@@ -95,14 +100,6 @@ class MoEReport:
             "steps": self.steps,
             "seconds": round(self.seconds, 3),
         }
-
-
-def steps_for_epochs(n_samples: int, epochs: float, batch_size: int | None) -> int:
-    """Optimiser steps that make `epochs` passes over `n_samples` in minibatches."""
-    if epochs <= 0:
-        raise ValueError(f"epochs must be > 0, got {epochs}")
-    bs = batch_size or n_samples
-    return max(1, math.ceil(epochs * n_samples / min(bs, n_samples)))
 
 
 def evaluate_forecasts(
@@ -180,6 +177,7 @@ def train_final_moe(
     length: str | ValidationLength = "fixed",
     executor: object | None = None,
     known_lengths: list[dict | None] | None = None,
+    starts: dict[str, WarmStart] | None = None,
 ) -> tuple[ClusterGatedMoE, MoEReport]:
     """Retrain each expert from scratch on its region of train + validation; test once.
 
@@ -201,6 +199,10 @@ def train_final_moe(
     k's tracking run was already made (the finalists' second look, `sgem.search.final_check`,
     same architecture, region and seed), so it is retrained for that length directly.
 
+    `length="validation-warm"`: the same, with every expert fine-tuning a global network of
+    its cell (`sgem.moe.warm_start`); `starts` are global networks already trained (by the
+    second look), any missing cell's is trained here.
+
     Forecasting tasks also get MASE and wQL in original units (`report.forecast`,
     `sgem.forecast.task_test_scores`).
     """
@@ -209,19 +211,35 @@ def train_final_moe(
     rule = resolve_length(length)
     c = np.concatenate([task.train.cluster, task.val.cluster])
     known = list(known_lengths) if known_lengths is not None else [None] * len(architectures)
+    used = [
+        k
+        for k in range(len(architectures))
+        if (assignment == k).any() and (assignment == k)[c].any()
+    ]
+    warm_start = rule is not None and rule.warm_start
+    warm = [k for k in used if warm_start and needs_warm_start(assignment == k)]
+    starts = dict(starts or {})
+    global_lengths: dict[str, dict | None] | None = None
+    missing = [architectures[k] for k in warm if architectures[k].key not in starts]
+    if missing:
+        assert rule is not None
+        trained, global_lengths = global_starts(
+            task, trainer, missing, seed, steps=steps, epochs=epochs, rule=rule, executor=executor
+        )
+        starts |= trained
     jobs = [
         ExpertJob(
             k,
-            arch,
+            architectures[k],
             assignment == k,
             expert_seed(seed, k),
             steps,
             epochs,
             rule,
             known_length=known[k] if rule is not None else None,
+            init=starts[architectures[k].key] if k in warm else None,
         )
-        for k, arch in enumerate(architectures)
-        if (assignment == k).any() and (assignment == k)[c].any()
+        for k in used
     ]
     fits = fit_expert_jobs(task, trainer, jobs, executor)
     experts: list[nn.Module | None] = [None] * len(architectures)
@@ -259,136 +277,6 @@ def train_final_moe(
         test_rmse=scores["test_rmse"],
         final_length=lengths if rule is not None else None,
         forecast=task_test_scores(out, task),
+        global_networks=global_lengths,
     )
     return moe, report
-
-
-@dataclass(frozen=True)
-class ExpertJob:
-    """One expert of the final MoE to retrain: all a worker needs besides the task."""
-
-    index: int
-    arch: Arch
-    region: np.ndarray  # (M,) bool: the clusters routed to this expert
-    seed: int
-    steps: int
-    epochs: float | None
-    rule: ValidationLength | None
-    #: only the tracking run (no retraining): what the finalists' second look measures
-    track_only: bool = False
-    #: a tracking run already made for this (arch, region, seed) (`LengthChoice.to_json()`):
-    #: retrain for its length without tracking again
-    known_length: dict | None = None
-
-
-@dataclass
-class ExpertFit:
-    """A retrained expert: the module (in this process) or its weights (from a worker),
-    its step count and, with a validation-chosen length, the tracking run's summary."""
-
-    steps: int
-    length: dict | None
-    module: nn.Module | None = None
-    state: dict[str, torch.Tensor] | None = None
-
-    def portable(self) -> ExpertFit:
-        """The weights on the CPU instead of the module, to send between processes."""
-        if self.module is None:  # a tracking run only: nothing to send but its summary
-            return self
-        state = {k: v.detach().cpu() for k, v in self.module.state_dict().items()}
-        return ExpertFit(self.steps, self.length, state=state)
-
-    def materialise(self, trainer: Trainer, arch: Arch) -> tuple[nn.Module, int, dict | None]:
-        module = self.module
-        if module is None:
-            assert self.state is not None
-            with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
-                module = trainer.build(arch)
-            module.load_state_dict(self.state)
-        return module, self.steps, self.length
-
-
-def train_val_tensors(task: ClusteredTask, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Train + validation inputs and targets, concatenated in that order, on `device`."""
-    x = torch.as_tensor(np.concatenate([task.train.x, task.val.x]), dtype=torch.float32)
-    y = torch.as_tensor(np.concatenate([task.train.y, task.val.y]))
-    return x.to(device), y.to(device)
-
-
-def fit_expert(
-    task: ClusteredTask,
-    trainer: Trainer,
-    job: ExpertJob,
-    data: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> ExpertFit:
-    """Retrain one expert on its region of train + validation: the fixed length, or the
-    length its validation tracking run chose (`job.rule`)."""
-    x, y = data if data is not None else train_val_tensors(task, trainer.device)
-    c = np.concatenate([task.train.cluster, task.val.cluster])
-    sel = torch.as_tensor(job.region[c], device=trainer.device)
-    k_steps = (
-        job.steps
-        if job.epochs is None
-        else steps_for_epochs(int(sel.sum()), job.epochs, trainer.config.batch_size)
-    )
-    length = job.known_length
-    if length is None and job.rule is not None:
-        choice = _validation_length(
-            task, trainer, job.arch, job.region, x, y, job.seed, job.rule, job.steps, job.epochs
-        )
-        if choice is not None:
-            length = choice.to_json()
-    if length is not None:
-        k_steps = int(length["refit_steps"])
-    if job.track_only:
-        return ExpertFit(k_steps, length)
-    module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps)
-    return ExpertFit(k_steps, length, module=module)
-
-
-def fit_expert_jobs(
-    task: ClusteredTask,
-    trainer: Trainer,
-    jobs: list[ExpertJob],
-    executor: object | None = None,
-) -> list[ExpertFit]:
-    """Every job's `fit_expert`: side by side on the workers of an executor with
-    `fit_experts` (the processes executor), here for any job that failed there or without
-    one. The same numbers either way."""
-    fits: list[ExpertFit | None] = [None] * len(jobs)
-    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
-        fits = executor.fit_experts(jobs)  # None: failed on the worker
-    data = train_val_tensors(task, trainer.device) if any(f is None for f in fits) else None
-    return [
-        f if f is not None else fit_expert(task, trainer, job, data)
-        for job, f in zip(jobs, fits, strict=True)
-    ]
-
-
-def _validation_length(
-    task: ClusteredTask,
-    trainer: Trainer,
-    arch: Arch,
-    region: np.ndarray,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    seed: int,
-    rule: ValidationLength,
-    steps: int,
-    epochs: float | None,
-):
-    """The tracking run of one expert (`expert_length`) on its region's training samples
-    (the first len(task.train) rows of x, y) against its validation samples; None when the
-    region has no training or no validation sample. The cap is `rule.max_factor` times the
-    fixed length (`steps`, or `epochs` passes over the region's training samples)."""
-    n_train = len(task.train)
-    tr = torch.as_tensor(region[task.train.cluster], device=trainer.device)
-    va = torch.as_tensor(region[task.val.cluster], device=trainer.device)
-    if not tr.any() or not va.any():
-        return None
-    x_tr, y_tr = x[:n_train][tr], y[:n_train][tr]
-    x_va, y_va = x[n_train:][va], y[n_train:][va]
-    base = (
-        steps if epochs is None else steps_for_epochs(len(x_tr), epochs, trainer.config.batch_size)
-    )
-    return expert_length(trainer, arch, x_tr, y_tr, x_va, y_va, seed, base, rule)

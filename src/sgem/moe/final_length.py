@@ -18,6 +18,12 @@ function); `expert_length` drives it for a cell expert with the `Trainer`'s own 
 order), so a tracked expert trains step for step like `Trainer.fit`; `adam_length` does
 the same for the direct forecasters' Adam loop (`sgem.baselines.base.fit_network`).
 
+`"validation-warm"` does the same with warm starts (`sgem.moe.warm_start`): a global
+network of each cell is trained first (its length chosen the same way on all clusters), and
+each expert's tracking run fine-tunes that network's best state on its region, scored once
+before the first step too, so "no fine-tuning" (0 steps) is a possible choice; the refit
+fine-tunes the global network refitted on train + validation for the chosen length.
+
 Caveat: with a cosine schedule the tracking run anneals over `max_steps`, the retraining
 over its own length, so the chosen step is only approximately transferable; the
 forecasting presets use a constant learning rate, where it transfers exactly.
@@ -38,7 +44,7 @@ from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
 
-FINAL_LENGTHS = ("fixed", "validation")
+FINAL_LENGTHS = ("fixed", "validation", "validation-warm")
 #: what a validation-chosen final training costs, in units of the fixed one, for planning a
 #: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
 #: and the refit on train + validation is the chosen length scaled by the data ratio
@@ -59,12 +65,15 @@ class ValidationLength:
             (None: always run to the cap).
         scale_to_data: retrain for best_step x (n_train + n_val) / n_train steps (AutoGluon
             refit_full); False: exactly best_step.
+        warm_start: every expert of a cluster-gated MoE fine-tunes a global network of its
+            cell instead of starting from scratch (`sgem.moe.warm_start`).
     """
 
     max_factor: float = 4.0
     n_evals: int = 20
     patience: int | None = 5
     scale_to_data: bool = True
+    warm_start: bool = False
 
     def __post_init__(self) -> None:
         if not self.max_factor > 0 or self.n_evals < 1:
@@ -81,6 +90,8 @@ class ValidationLength:
         return max_steps, every
 
     def refit_steps(self, best_step: int, n_train: int, n_val: int) -> int:
+        if best_step <= 0:  # a warm start that fine-tuning did not improve: keep it as is
+            return 0
         if not self.scale_to_data or n_train <= 0:
             return max(1, best_step)
         return max(1, round(best_step * (n_train + n_val) / n_train))
@@ -94,6 +105,8 @@ def resolve_length(length: str | ValidationLength | None) -> ValidationLength | 
         return length
     if isinstance(length, str) and length == "validation":
         return ValidationLength()
+    if isinstance(length, str) and length == "validation-warm":
+        return ValidationLength(warm_start=True)
     raise ValueError(
         f"unknown final length {length!r}: use one of {list(FINAL_LENGTHS)} or a "
         "ValidationLength(...)"
@@ -113,6 +126,9 @@ class LengthChoice:
     n_val: int
     stopped_at: int  # the last step the tracking run made
     curve: list[tuple[int, float]] = field(default_factory=list)
+    #: the weights at `best_step` (only when the caller asked to keep them: a global
+    #: network's tracking run, where its experts' tracking runs start)
+    best_state: dict[str, torch.Tensor] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -134,18 +150,26 @@ def track_validation(
     max_steps: int,
     eval_every: int,
     patience: int | None = None,
+    eval_start: bool = False,
 ) -> tuple[int, float, int, list[tuple[int, float]]]:
     """Run `step(i)` for i = 0, 1, ... up to `max_steps`, scoring `val_loss()` after every
     `eval_every` steps and after the last; returns (best step count, its loss, the steps
     made, the curve [(steps, loss)]). Ties keep the earlier (shorter) length; a non-finite
     loss never counts as best. Stops early after `patience` evaluations without a new best.
+    `eval_start`: also score before the first step (a warm start), so 0 steps can win.
     """
     if max_steps < 1 or eval_every < 1:
         raise ValueError(f"need max_steps, eval_every >= 1, got {max_steps}, {eval_every}")
-    best_step, best = 0, math.inf
+    best_step: int | None = None
+    best = math.inf
     curve: list[tuple[int, float]] = []
     since_best = 0
     done = 0
+    if eval_start:
+        loss = float(val_loss())
+        curve.append((0, loss))
+        if math.isfinite(loss):
+            best_step, best = 0, loss
     for i in range(max_steps):
         step(i)
         done = i + 1
@@ -159,7 +183,7 @@ def track_validation(
             since_best += 1
             if patience is not None and since_best >= patience:
                 break
-    if best_step == 0:  # every evaluation diverged: fall back to the first one
+    if best_step is None:  # every evaluation diverged: fall back to the first one
         best_step = curve[0][0]
     return best_step, best, done, curve
 
@@ -181,10 +205,14 @@ def expert_length(
     seed: int,
     base_steps: int,
     rule: ValidationLength,
+    init_state: dict[str, torch.Tensor] | None = None,
+    keep_best_state: bool = False,
 ) -> LengthChoice:
     """Track the validation NLL of `arch` trained on (x_train, y_train) as `Trainer.fit`
     would (same seed, initialisation, optimiser, schedule over the cap, batches), and
-    choose its length (`rule`)."""
+    choose its length (`rule`). `init_state`: fine-tune these weights instead (scored
+    before the first step too); `keep_best_state`: return the weights at the chosen length
+    in `best_state`."""
     if len(x_train) == 0 or len(x_val) == 0:
         raise ValueError("the validation-chosen length needs training and validation samples")
     cfg = trainer.config
@@ -192,11 +220,14 @@ def expert_length(
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = trainer.build(arch)
-    if hasattr(model, "data_init"):
+    if init_state is not None:
+        model.load_state_dict(init_state)
+    elif hasattr(model, "data_init"):
         model.data_init(x_train, gen)
     opt = make_optimizer(model.parameters(), cfg)
     model.train()
     batches = _batches(trainer, len(x_train), max_steps, gen)
+    kept: dict = {"loss": math.inf, "state": None}
     amp = autocast(trainer.device, cfg, trainer.task.loss)
 
     def step(i: int) -> None:
@@ -216,11 +247,21 @@ def expert_length(
         with torch.no_grad():
             out = trainer.predict(model, x_val)
             nll = float(per_sample_nll(out, y_val, trainer.task.loss).double().mean())
+        if keep_best_state and math.isfinite(nll) and nll < kept["loss"]:
+            kept["loss"] = nll
+            kept["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         model.train()
         return nll
 
-    tracked = track_validation(step, val_loss, max_steps, every, rule.patience)
-    return _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
+    tracked = track_validation(
+        step, val_loss, max_steps, every, rule.patience, eval_start=init_state is not None
+    )
+    choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
+    if keep_best_state:
+        choice.best_state = kept["state"] or {
+            k: v.detach().clone() for k, v in model.state_dict().items()
+        }
+    return choice
 
 
 def adam_length(

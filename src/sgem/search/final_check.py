@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from ..data.task import ClusteredTask
-from ..moe.cluster_gated import ExpertJob, fit_expert_jobs
+from ..moe.expert_fit import ExpertJob, WarmStart, fit_expert_jobs
 from ..moe.final_length import ValidationLength
+from ..moe.warm_start import global_starts, needs_warm_start
 from ..random_streams import expert_seed
 from ..space.arch import Arch
 from ..store import ObservationStore
@@ -53,6 +54,8 @@ class FinalCheck:
     architectures: list[Arch]
     known_lengths: list[dict | None]  # per expert: its tracking run (None: none made)
     report: dict
+    #: with warm starts: the global networks the tracking runs fine-tuned, for the retrain
+    starts: dict[str, WarmStart] | None = None
 
 
 def contenders(selection: dict, n_partitions: int) -> list[tuple[int, ...]]:
@@ -109,7 +112,6 @@ def final_check(
     val_sizes = task.val_cluster_sizes.astype(np.float64)
     partitions = contenders(selection, n_partitions) or [tuple(int(v) for v in assignment0)]
     candidates: dict[tuple[int, int], list[Arch]] = {}  # (contender, expert) -> archs
-    jobs: dict[tuple, ExpertJob] = {}
     for p, partition in enumerate(partitions):
         labels = np.array(partition)
         for k in range(n_experts):
@@ -120,12 +122,31 @@ def final_check(
             if p == 0 and archs0[k] not in archs:  # the return rule's own pick always runs
                 archs = [archs0[k], *archs][:n_archs]
             candidates[(p, k)] = archs
-            for arch in archs:
-                key = (arch.key, region.tobytes(), k)
-                jobs.setdefault(
-                    key,
-                    ExpertJob(k, arch, region, expert_seed(seed, k), steps, epochs, rule, True),
-                )
+    starts: dict[str, WarmStart] | None = None
+    if rule.warm_start:  # the tracking runs fine-tune each cell's global network
+        cells = [a for archs in candidates.values() for a in archs]
+        starts, _ = global_starts(
+            task, trainer, cells, seed, steps=steps, epochs=epochs, rule=rule, executor=executor
+        )
+    jobs: dict[tuple, ExpertJob] = {}
+    for (p, k), archs in candidates.items():
+        region = np.array(partitions[p]) == k
+        warm = starts is not None and needs_warm_start(region)
+        for arch in archs:
+            jobs.setdefault(
+                (arch.key, region.tobytes(), k),
+                ExpertJob(
+                    k,
+                    arch,
+                    region,
+                    expert_seed(seed, k),
+                    steps,
+                    epochs,
+                    rule,
+                    True,
+                    init=starts[arch.key] if warm and starts is not None else None,
+                ),
+            )
     fits = fit_expert_jobs(task, trainer, list(jobs.values()), executor)
     by_key = dict(zip(jobs, fits, strict=True))
 
@@ -196,7 +217,7 @@ def final_check(
         "changed_architectures": [a.key for a in final_archs] != [a.key for a in archs0],
         "seconds": round(time.perf_counter() - start, 3),
     }
-    return FinalCheck(final_assignment, list(final_archs), list(known), report)
+    return FinalCheck(final_assignment, list(final_archs), list(known), report, starts)
 
 
 __all__ = ["FinalCheck", "contenders", "final_check", "ranked_architectures"]

@@ -272,8 +272,10 @@ class Trainer:
         steps: int | None = None,
         epochs: int | None = None,
         monitor: Monitor | None = None,
+        init_state: dict[str, torch.Tensor] | None = None,
     ) -> nn.Module:
-        """Train a fresh network for `arch` on (x, y) with a deterministic seed.
+        """Train a fresh network for `arch` on (x, y) with a deterministic seed, or, with
+        `init_state`, fine-tune those weights (`steps=0`: return them as they are).
 
         Step mode (the config has no `epochs` and none is passed): `steps` (default
         `config.steps`) minibatches drawn with replacement, or full batches. Epoch mode:
@@ -286,7 +288,11 @@ class Trainer:
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
         model = self.build(arch)
-        if hasattr(model, "data_init"):
+        if init_state is not None:
+            model.load_state_dict(init_state)
+            if steps == 0:
+                return model.eval()
+        elif hasattr(model, "data_init"):
             model.data_init(x, gen)
         return self.optimise(model, x, y, gen, steps=steps, epochs=epochs, monitor=monitor)
 

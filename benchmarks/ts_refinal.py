@@ -1,0 +1,129 @@
+"""Replay the final stage of a saved `ts_main` run with another final protocol.
+
+The searches (SGEM's and the baselines') do not depend on how the final experts are
+trained, so a saved row's partition and cells (`assignment`, `architectures`) are all it
+takes to retrain that method's final MoE with another `--final-length` (e.g.
+`validation-warm`: experts fine-tuned from a global network of their cell) and compare it
+with the saved one on the same test windows. Rows without a partition (seasonal naive, the
+direct forecasters) and K = 1 rows (Global single, which a warm start leaves unchanged) are
+copied as they are; every other row is retrained and marked `replayed_from`.
+
+    python benchmarks/ts_refinal.py benchmarks/results/ts_main_offline-es.json \\
+        --final-length validation-warm --tag offline-es-warm --seeds 0 --methods geometry
+    # several processes, then: python benchmarks/ts_main.py --merge A.json B.json --tag T
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from ts_main import REFERENCE, build_task, load_task_domains, write_table
+
+from sgem.baselines import BaselineSetup
+from sgem.baselines.base import cluster_moe_result
+from sgem.moe.final_length import FINAL_LENGTHS
+from sgem.pipeline import build_space
+from sgem.search.config import SearchConfig
+from sgem.space.arch import Arch
+
+
+def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
+    """The row's final MoE retrained with `setup.final_length` (same partition, cells)."""
+    assignment = np.asarray(row["assignment"], dtype=np.int64)
+    archs = [Arch.from_key(k) for k in row["architectures"]]
+    out = cluster_moe_result(
+        row["method"],
+        task,
+        setup,
+        assignment,
+        archs,
+        seed,
+        row["n_trained"],
+        time.perf_counter(),
+    )
+    keep = ("oracle_match", "n_trained", "search_seconds", "uses_domain_labels")
+    out |= {k: row[k] for k in keep if k in row}
+    out["seed"] = seed
+    out["replayed_from"] = {"final_length": setup.final_length, "test_nll": row["test_nll"]}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("source", help="a ts_main JSON whose rows hold assignment + architectures")
+    p.add_argument("--final-length", choices=FINAL_LENGTHS, default="validation-warm")
+    p.add_argument("--seeds", type=int, nargs="+", default=None)
+    p.add_argument("--methods", nargs="+", default=None)
+    p.add_argument("--tag", required=True)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default="benchmarks/results")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    saved = json.loads(Path(args.source).read_text())
+    cfg = saved["meta"]["config"]
+    seeds = args.seeds or sorted({r["seed"] for r in saved["rows"]})
+    methods = args.methods or list(dict.fromkeys(r["method"] for r in saved["rows"]))
+    domains = load_task_domains(cfg["task"])
+    space = build_space(cfg["space"])
+    search = SearchConfig.from_dict(cfg["search"])
+    references = {int(k): v for k, v in saved.get("references", {}).items()}
+    rows: list[dict] = []
+    t_start = time.perf_counter()
+    for seed in seeds:
+        task = build_task(cfg["task"], domains, seed)
+        setup = BaselineSetup(
+            space=space,
+            train=search.train,
+            n_experts=search.n_experts,
+            budget=cfg["budget"],
+            final_steps=search.final_steps,
+            final_epochs=cfg["final_epochs"],
+            final_length=args.final_length,
+            crps_samples=cfg["crps_samples"],
+            device=args.device,
+        )
+        for row in saved["rows"]:
+            if row["seed"] != seed or row["method"] not in methods:
+                continue
+            t0 = time.perf_counter()
+            routed = row.get("assignment") and len(set(row["assignment"])) > 1
+            new = replay_row(row, task, dataclasses.replace(setup), seed) if routed else row
+            rows.append(new)
+            print(
+                f"seed {seed} {row['method']:15s} NLL {row['test_nll']:.4f} -> "
+                f"{new['test_nll']:.4f}  ({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
+    meta = {
+        **{k: v for k, v in saved["meta"].items() if k not in ("merged_from",)},
+        "tag": args.tag,
+        "seeds": seeds,
+        "methods": methods,
+        "final_length": args.final_length,
+        "reference": REFERENCE,
+        "replayed_from": args.source,
+        "note": f"final stage replayed from {Path(args.source).name} with final_length "
+        f"{args.final_length} (searches unchanged)",
+        "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "device": args.device,
+        "torch_threads": args.threads,
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+    }
+    meta["config"] = {**cfg, "final_length": args.final_length}
+    write_table(rows, references, meta, Path(args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""One final expert, retrained: the job a worker needs, what comes back, and the loop.
+
+Every network of a cluster-gated MoE's final protocol goes through `fit_expert`: an expert
+on its region, the finalists' second look (its tracking runs only), and the global networks
+that warm-started experts fine-tune (`sgem.moe.warm_start`). `fit_expert_jobs` runs a list
+of them side by side on a processes executor's workers, or here, with the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.task import ClusteredTask
+from ..space.arch import Arch
+from ..train.trainer import Trainer
+from .final_length import LengthChoice, ValidationLength, expert_length
+
+
+def steps_for_epochs(n_samples: int, epochs: float, batch_size: int | None) -> int:
+    """Optimiser steps that make `epochs` passes over `n_samples` in minibatches."""
+    if epochs <= 0:
+        raise ValueError(f"epochs must be > 0, got {epochs}")
+    bs = batch_size or n_samples
+    return max(1, math.ceil(epochs * n_samples / min(bs, n_samples)))
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """Where a warm-started expert starts: a global network of its cell.
+
+    `track_state`: the global network at its validation-chosen length, trained on the
+    training samples only (the expert's tracking run fine-tunes it, so the length it picks
+    never saw validation data); `refit_state`: the global network refitted on train +
+    validation (the final expert fine-tunes it for that length)."""
+
+    track_state: dict[str, torch.Tensor]
+    refit_state: dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ExpertJob:
+    """One expert of the final MoE to retrain: all a worker needs besides the task."""
+
+    index: int
+    arch: Arch
+    region: np.ndarray  # (M,) bool: the clusters routed to this expert
+    seed: int
+    steps: int
+    epochs: float | None
+    rule: ValidationLength | None
+    #: only the tracking run (no retraining): what the finalists' second look measures
+    track_only: bool = False
+    #: a tracking run already made for this (arch, region, seed) (`LengthChoice.to_json()`):
+    #: retrain for its length without tracking again
+    known_length: dict | None = None
+    #: fine-tune a global network of the cell instead of starting from scratch
+    init: WarmStart | None = None
+    #: send back the tracking run's weights at the chosen length (a global network's)
+    keep_track_state: bool = False
+
+
+@dataclass
+class ExpertFit:
+    """A retrained expert: the module (in this process) or its weights (from a worker),
+    its step count and, with a validation-chosen length, the tracking run's summary (and,
+    when the job asked, the tracking run's weights at that length)."""
+
+    steps: int
+    length: dict | None
+    module: nn.Module | None = None
+    state: dict[str, torch.Tensor] | None = None
+    track_state: dict[str, torch.Tensor] | None = None
+
+    def portable(self) -> ExpertFit:
+        """The weights on the CPU instead of the module, to send between processes."""
+        track = _cpu(self.track_state) if self.track_state is not None else None
+        if self.module is None:  # a tracking run only: nothing to send but its summary
+            return ExpertFit(self.steps, self.length, state=self.state, track_state=track)
+        state = _cpu(self.module.state_dict())
+        return ExpertFit(self.steps, self.length, state=state, track_state=track)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The retrained weights, on the CPU (what a warm start fine-tunes)."""
+        if self.module is not None:
+            return _cpu(self.module.state_dict())
+        assert self.state is not None, "a tracking-only fit has no retrained weights"
+        return self.state
+
+    def materialise(self, trainer: Trainer, arch: Arch) -> tuple[nn.Module, int, dict | None]:
+        module = self.module
+        if module is None:
+            assert self.state is not None
+            with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
+                module = trainer.build(arch)
+            module.load_state_dict(self.state)
+        return module, self.steps, self.length
+
+
+def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu() for k, v in state.items()}
+
+
+def train_val_tensors(task: ClusteredTask, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Train + validation inputs and targets, concatenated in that order, on `device`."""
+    x = torch.as_tensor(np.concatenate([task.train.x, task.val.x]), dtype=torch.float32)
+    y = torch.as_tensor(np.concatenate([task.train.y, task.val.y]))
+    return x.to(device), y.to(device)
+
+
+def fit_expert(
+    task: ClusteredTask,
+    trainer: Trainer,
+    job: ExpertJob,
+    data: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> ExpertFit:
+    """Retrain one expert on its region of train + validation: the fixed length, or the
+    length its validation tracking run chose (`job.rule`); from scratch, or fine-tuning
+    `job.init`."""
+    x, y = data if data is not None else train_val_tensors(task, trainer.device)
+    c = np.concatenate([task.train.cluster, task.val.cluster])
+    sel = torch.as_tensor(job.region[c], device=trainer.device)
+    k_steps = (
+        job.steps
+        if job.epochs is None
+        else steps_for_epochs(int(sel.sum()), job.epochs, trainer.config.batch_size)
+    )
+    length = job.known_length
+    track_state = None
+    if length is None and job.rule is not None:
+        choice = _validation_length(task, trainer, job, x, y)
+        if choice is not None:
+            length, track_state = choice.to_json(), choice.best_state
+    if length is not None:
+        k_steps = int(length["refit_steps"])
+    elif job.init is not None:  # nothing to choose a fine-tuning length on: keep the start
+        k_steps = 0
+    if job.track_only:
+        return ExpertFit(k_steps, length, track_state=track_state)
+    init = job.init.refit_state if job.init is not None else None
+    module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init)
+    return ExpertFit(k_steps, length, module=module, track_state=track_state)
+
+
+def fit_expert_jobs(
+    task: ClusteredTask,
+    trainer: Trainer,
+    jobs: list[ExpertJob],
+    executor: object | None = None,
+) -> list[ExpertFit]:
+    """Every job's `fit_expert`: side by side on the workers of an executor with
+    `fit_experts` (the processes executor), here for any job that failed there or without
+    one. The same numbers either way."""
+    fits: list[ExpertFit | None] = [None] * len(jobs)
+    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
+        fits = executor.fit_experts(jobs)  # None: failed on the worker
+    data = train_val_tensors(task, trainer.device) if any(f is None for f in fits) else None
+    return [
+        f if f is not None else fit_expert(task, trainer, job, data)
+        for job, f in zip(jobs, fits, strict=True)
+    ]
+
+
+def _validation_length(
+    task: ClusteredTask,
+    trainer: Trainer,
+    job: ExpertJob,
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> LengthChoice | None:
+    """The tracking run of one expert (`expert_length`) on its region's training samples
+    (the first len(task.train) rows of x, y) against its validation samples; None when the
+    region has no training or no validation sample. The cap is `rule.max_factor` times the
+    fixed length (`steps`, or `epochs` passes over the region's training samples)."""
+    assert job.rule is not None
+    n_train = len(task.train)
+    tr = torch.as_tensor(job.region[task.train.cluster], device=trainer.device)
+    va = torch.as_tensor(job.region[task.val.cluster], device=trainer.device)
+    if not tr.any() or not va.any():
+        return None
+    x_tr, y_tr = x[:n_train][tr], y[:n_train][tr]
+    x_va, y_va = x[n_train:][va], y[n_train:][va]
+    base = (
+        job.steps
+        if job.epochs is None
+        else steps_for_epochs(len(x_tr), job.epochs, trainer.config.batch_size)
+    )
+    return expert_length(
+        trainer,
+        job.arch,
+        x_tr,
+        y_tr,
+        x_va,
+        y_va,
+        job.seed,
+        base,
+        job.rule,
+        init_state=job.init.track_state if job.init is not None else None,
+        keep_best_state=job.keep_track_state,
+    )

@@ -1,0 +1,137 @@
+"""Warm starts (`final_length: validation-warm`, sgem.moe.warm_start): experts fine-tune a
+global network of their cell, and may keep it unchanged."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from helpers import small_ts_space, three_domain_series
+
+from sgem.data.timeseries import make_timeseries_task
+from sgem.jobs import job_seed
+from sgem.moe.cluster_gated import train_final_moe
+from sgem.moe.expert_fit import ExpertJob, fit_expert
+from sgem.moe.final_length import ValidationLength, resolve_length, track_validation
+from sgem.moe.warm_start import global_starts
+from sgem.space.arch import Arch
+from sgem.train.trainer import TrainConfig, Trainer
+
+
+@pytest.fixture(scope="module")
+def task():
+    return make_timeseries_task(
+        three_domain_series(), n_windows=180, n_clusters=4, context=24, horizon=6, seed=0
+    )
+
+
+@pytest.fixture(scope="module")
+def space():
+    return small_ts_space()
+
+
+@pytest.fixture(scope="module")
+def trainer(task, space):
+    return Trainer(task, space, TrainConfig(steps=5, lr=3e-3, batch_size=32))
+
+
+def _arch(space, seed: int = 0) -> Arch:
+    return space.sample_many(1, np.random.default_rng(seed))[0]
+
+
+def _states_equal(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[k].cpu(), b[k].cpu()) for k in a)
+
+
+def test_the_warm_rule_is_a_named_final_length():
+    rule = resolve_length("validation-warm")
+    assert isinstance(rule, ValidationLength) and rule.warm_start
+    assert not resolve_length("validation").warm_start
+    assert rule.refit_steps(0, 100, 20) == 0  # the start itself was best: no fine-tuning
+    assert rule.refit_steps(10, 100, 20) == 12
+
+
+def test_a_warm_tracking_run_scores_the_start_and_can_choose_zero_steps():
+    calls = []
+
+    def val_loss() -> float:
+        calls.append(len(calls))
+        return float(len(calls))  # 1.0 at the start, then worse after every step
+
+    best, loss, done, curve = track_validation(lambda i: None, val_loss, 30, 10, 2, True)
+    assert (best, loss) == (0, 1.0)
+    assert [s for s, _ in curve] == [0, 10, 20]
+    assert done == 20
+
+
+def test_global_network_keeps_its_best_tracked_weights(task, space, trainer):
+    arch = _arch(space, 3)
+    rule = ValidationLength(max_factor=1.0, n_evals=4, patience=None, warm_start=True)
+    starts, lengths = global_starts(
+        task, trainer, [arch, arch], 0, steps=12, epochs=None, rule=rule
+    )
+    assert list(starts) == [arch.key]  # one global network per distinct cell
+    info = lengths[arch.key]
+    assert info is not None and info["n_train"] == len(task.train)
+    # the kept weights are those of the network trained on the training samples for the
+    # chosen length, with the seed derived from the cell (shared across methods)
+    every = np.ones(task.n_clusters, bool)
+    ref = trainer.fit(
+        arch,
+        trainer.x_train,
+        trainer.y_train,
+        seed=job_seed(0, arch, every),
+        steps=info["best_step"],
+    )
+    # a tracking run with a constant learning rate trains step for step like Trainer.fit
+    assert _states_equal(ref.state_dict(), starts[arch.key].track_state)
+    assert not _states_equal(starts[arch.key].track_state, starts[arch.key].refit_state)
+
+
+def test_an_expert_that_fine_tuning_cannot_improve_is_the_global_network(task, space, trainer):
+    arch = _arch(space, 4)
+    rule = ValidationLength(max_factor=1.0, n_evals=2, patience=1, warm_start=True)
+    starts, _ = global_starts(task, trainer, [arch], 0, steps=8, epochs=None, rule=rule)
+    start = starts[arch.key]
+    region = np.zeros(task.n_clusters, bool)
+    region[:2] = True
+    # a learning rate that destroys the network: 0 fine-tuning steps must win
+    wild = Trainer(task, space, TrainConfig(steps=5, lr=50.0, batch_size=32))
+    job = ExpertJob(0, arch, region, 1, 8, None, rule, init=start)
+    fit = fit_expert(task, wild, job)
+    assert fit.length is not None and fit.length["best_step"] == 0
+    assert fit.steps == 0
+    assert fit.module is not None and _states_equal(fit.module.state_dict(), start.refit_state)
+
+
+def test_warm_final_moe_fine_tunes_every_routed_expert_but_not_a_global_one(task, space, trainer):
+    archs = [_arch(space, 1), _arch(space, 1)]  # one cell: one global network
+    assignment = np.arange(task.n_clusters) % 2
+    _, report = train_final_moe(
+        task, trainer, assignment, archs, steps=8, seed=0, length="validation-warm"
+    )
+    info = report.to_json()
+    assert list(info["global_networks"]) == [archs[0].key]
+    for f in info["final_length"]:
+        assert f["curve"][0][0] == 0  # each expert's run scored its warm start first
+    assert math.isfinite(info["test_nll"])
+    # K = 1 (one expert of every cluster) is the global network itself: no warm start
+    one = np.zeros(task.n_clusters, dtype=np.int64)
+    _, single = train_final_moe(
+        task, trainer, one, archs[:1], steps=8, seed=0, length="validation-warm"
+    )
+    _, scratch = train_final_moe(
+        task, trainer, one, archs[:1], steps=8, seed=0, length="validation"
+    )
+    assert single.global_networks is None
+    assert single.test_nll == scratch.test_nll
+
+
+def test_warm_final_moe_is_reproducible(task, space, trainer):
+    archs = [_arch(space, 1), _arch(space, 2)]
+    assignment = np.arange(task.n_clusters) % 2
+    a = train_final_moe(task, trainer, assignment, archs, steps=6, seed=3, length="validation-warm")
+    b = train_final_moe(task, trainer, assignment, archs, steps=6, seed=3, length="validation-warm")
+    assert a[1].test_nll == b[1].test_nll
