@@ -401,7 +401,13 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
         + (
             " (length chosen on validation per network: tracked on the training samples up "
             "to 4x that, the best step count x (n_train + n_val) / n_train)"
-            if cfg.get("final_length") == "validation"
+            if cfg.get("final_length") in ("validation", "validation-warm")
+            else ""
+        )
+        + (
+            "; every routed expert fine-tunes a global network of its cell (warm start, "
+            "`sgem.moe.warm_start`; K = 1 unchanged)"
+            if cfg.get("final_length") == "validation-warm"
             else ""
         )
         + f". Device {meta['device']}, "

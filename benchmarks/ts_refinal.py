@@ -11,6 +11,8 @@ copied as they are; every other row is retrained and marked `replayed_from`.
     python benchmarks/ts_refinal.py benchmarks/results/ts_main_offline-es.json \\
         --final-length validation-warm --tag offline-es-warm --seeds 0 --methods geometry
     # several processes, then: python benchmarks/ts_main.py --merge A.json B.json --tag T
+    # and the paired new-minus-old differences per method (window bootstrap), into NEW.json:
+    python benchmarks/ts_refinal.py OLD.json --compare NEW.json
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ts_main import REFERENCE, build_task, load_task_domains, write_table
+from ts_main import REFERENCE, build_task, load_task_domains, window_bootstrap, write_table
 
 from sgem.baselines import BaselineSetup
 from sgem.baselines.base import cluster_moe_result
@@ -55,17 +57,63 @@ def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
     return out
 
 
+def protocol_comparison(old_rows: list[dict], new_rows: list[dict]) -> dict:
+    """Per method replayed: new minus old test NLL per seed, their mean, and a paired
+    seed-stratified window bootstrap (negative: the new protocol is better)."""
+    old = {(r["seed"], r["method"]): r for r in old_rows}
+    out: dict = {}
+    for method in dict.fromkeys(r["method"] for r in new_rows if "replayed_from" in r):
+        pairs = [
+            (r, old[(r["seed"], method)])
+            for r in new_rows
+            if r["method"] == method and "replayed_from" in r and (r["seed"], method) in old
+        ]
+        diffs = [
+            np.asarray(n["test_nll_per_window"]) - np.asarray(o["test_nll_per_window"])
+            for n, o in pairs
+        ]
+        mean, lo, hi = window_bootstrap(diffs)
+        out[method] = {
+            "per_seed": {str(n["seed"]): n["test_nll"] - o["test_nll"] for n, o in pairs},
+            "old": {str(o["seed"]): o["test_nll"] for _, o in pairs},
+            "new": {str(n["seed"]): n["test_nll"] for n, _ in pairs},
+            "window_nll_diff": {"mean": mean, "ci95": [lo, hi]},
+        }
+    return out
+
+
+def compare(source: Path, new: Path) -> None:
+    """Write `protocol_comparison` of `new` against `source` into `new` and print it."""
+    data = json.loads(new.read_text())
+    table = protocol_comparison(json.loads(source.read_text())["rows"], data["rows"])
+    data["protocol_comparison"] = table
+    new.write_text(json.dumps(data, indent=1))
+    for method, e in table.items():
+        w = e["window_nll_diff"]
+        seeds = ", ".join(f"{s}: {e['old'][s]:.4f} -> {e['new'][s]:.4f}" for s in e["new"])
+        print(
+            f"{method:12s} {seeds}; window diff {w['mean']:+.4f} "
+            f"[{w['ci95'][0]:+.4f}, {w['ci95'][1]:+.4f}]"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("source", help="a ts_main JSON whose rows hold assignment + architectures")
     p.add_argument("--final-length", choices=FINAL_LENGTHS, default="validation-warm")
     p.add_argument("--seeds", type=int, nargs="+", default=None)
     p.add_argument("--methods", nargs="+", default=None)
-    p.add_argument("--tag", required=True)
+    p.add_argument("--tag", default=None, help="output ts_main_<tag>.json (required to replay)")
+    p.add_argument("--compare", default=None, metavar="NEW_JSON", help="only compare (above)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="benchmarks/results")
     args = p.parse_args()
+    if args.compare:
+        compare(Path(args.source), Path(args.compare))
+        return
+    if not args.tag:
+        p.error("--tag is required to replay")
     torch.set_num_threads(args.threads)
     saved = json.loads(Path(args.source).read_text())
     cfg = saved["meta"]["config"]

@@ -181,8 +181,8 @@ def test_named_streams_are_the_old_literals():
 
 
 def test_final_length_is_checked_and_forecasting_presets_choose_it_on_validation() -> None:
-    assert load_run_config("ts-offline").final_length == "validation"
-    assert load_run_config("ts-paper").final_length == "validation"
+    assert load_run_config("ts-offline").final_length == "validation-warm"
+    assert load_run_config("ts-paper").final_length == "validation-warm"
     assert load_run_config("toy").final_length == "fixed"
     data = load_run_config("toy").to_dict() | {"final_length": "early"}
     with pytest.raises(SgemUserError, match="final_length must be one of"):

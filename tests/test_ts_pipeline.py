@@ -49,12 +49,17 @@ def test_cli_run_writes_forecasting_scores_and_recovery(ts_run):
     assert len(result["routing"]) == result["n_clusters"] <= 6
     assert sum(result["n_windows"].values()) == 400
     assert (out / "store.sqlite").exists() and (out / "convergence.png").exists()
-    # forecasting presets choose each final expert's length on validation
+    # forecasting presets choose each final expert's length on validation, fine-tuning a
+    # global network of its cell (0 steps: the global network was best on its region)
     chosen = [c for c in result["final_length"] if c is not None]
     assert chosen and len(result["final_steps"]) == len(result["architectures"])
     for choice, steps in zip(result["final_length"], result["final_steps"], strict=True):
         if choice is not None:
-            assert steps == choice["refit_steps"] >= 1
+            assert steps == choice["refit_steps"] >= 0
+            assert choice["curve"][0][0] == 0  # the warm start itself was scored first
+    cells = {a for a, c in zip(result["architecture_keys"], result["final_length"], strict=True)
+             if c is not None}  # fmt: skip
+    assert set(result["global_networks"]) == cells
 
 
 def test_presets_build_their_tasks_and_spaces():

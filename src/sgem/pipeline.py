@@ -370,6 +370,8 @@ def _result_json(
             # also how each was chosen (best step, tracking curve)
             "final_steps": moe.get("steps"),
             "final_length": moe.get("final_length"),
+            # with warm starts: each cell's global network (its tracking run)
+            "global_networks": moe.get("global_networks"),
             "failed_trainings": found.failures,
             "search_seconds": round(found.seconds, 3),
             "wall_seconds": round(seconds, 3),
