@@ -57,16 +57,26 @@ def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
     return out
 
 
+def with_cells_of(row: dict, rows: list[dict], method: str) -> dict:
+    """`row` with the cells of `method`'s row of the same seed (K copies of a single one)."""
+    donor = next(r for r in rows if r["seed"] == row["seed"] and r["method"] == method)
+    cells = donor["architectures"]
+    k = len(row["architectures"])
+    cells = cells * k if len(cells) == 1 else cells
+    return {**row, "architectures": cells[:k], "method": f"{row['method']}+{method}-cells"}
+
+
 def protocol_comparison(old_rows: list[dict], new_rows: list[dict]) -> dict:
     """Per method replayed: new minus old test NLL per seed, their mean, and a paired
     seed-stratified window bootstrap (negative: the new protocol is better)."""
     old = {(r["seed"], r["method"]): r for r in old_rows}
     out: dict = {}
     for method in dict.fromkeys(r["method"] for r in new_rows if "replayed_from" in r):
+        source = method.split("+")[0]  # a --cells-from row compares with its own method's
         pairs = [
-            (r, old[(r["seed"], method)])
+            (r, old[(r["seed"], source)])
             for r in new_rows
-            if r["method"] == method and "replayed_from" in r and (r["seed"], method) in old
+            if r["method"] == method and "replayed_from" in r and (r["seed"], source) in old
         ]
         diffs = [
             np.asarray(n["test_nll_per_window"]) - np.asarray(o["test_nll_per_window"])
@@ -105,6 +115,13 @@ def main() -> None:
     p.add_argument("--methods", nargs="+", default=None)
     p.add_argument("--tag", default=None, help="output ts_main_<tag>.json (required to replay)")
     p.add_argument("--compare", default=None, metavar="NEW_JSON", help="only compare (above)")
+    p.add_argument(
+        "--cells-from",
+        default=None,
+        metavar="METHOD",
+        help="a diagnosis: replay each row with METHOD's cells (same seed; one cell: K copies), "
+        "as method '<method>+<METHOD>-cells' (partition effect with the cells held fixed)",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="benchmarks/results")
@@ -143,6 +160,8 @@ def main() -> None:
                 continue
             t0 = time.perf_counter()
             routed = row.get("assignment") and len(set(row["assignment"])) > 1
+            if routed and args.cells_from:
+                row = with_cells_of(row, saved["rows"], args.cells_from)
             new = replay_row(row, task, dataclasses.replace(setup), seed) if routed else row
             rows.append(new)
             print(
