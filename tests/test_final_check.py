@@ -3,6 +3,8 @@ by the final protocol, and tracking runs handed on to the final retrain exactly.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -94,12 +96,12 @@ def _store_with(task, space, partitions, n_archs: int = 3) -> tuple[ObservationS
     return store, archs
 
 
-def test_the_contender_of_lowest_validation_nll_wins_and_its_runs_are_reused_exactly(
-    task, space, trainer
-) -> None:
+def _two_contenders(task, space, trainer, rule, n_archs: int = 3):
+    """The second look over the return rule's choice (alternating clusters) and a geometry
+    split (the first three clusters apart), both with candidate trainings of a few cells."""
     chosen = tuple(int(v) for v in np.arange(task.n_clusters) % 2)
     geometry = tuple(int(v) for v in (np.arange(task.n_clusters) < 3).astype(int))
-    store, archs = _store_with(task, space, [chosen, geometry])
+    store, archs = _store_with(task, space, [chosen, geometry], n_archs=n_archs)
     selection = {
         "finalists": [_row(chosen, -1.0, chosen=True), _row(geometry, -2.0, geometry=True)]
     }
@@ -112,10 +114,17 @@ def test_the_contender_of_lowest_validation_nll_wins_and_its_runs_are_reused_exa
         seed=5,
         steps=6,
         epochs=None,
-        rule=RULE,
+        rule=rule,
         n_partitions=2,
         n_archs=2,
     )
+    return chosen, geometry, archs, check
+
+
+def test_the_contender_of_lowest_validation_nll_wins_and_its_runs_are_reused_exactly(
+    task, space, trainer
+) -> None:
+    chosen, geometry, _, check = _two_contenders(task, space, trainer, RULE)
     rows = check.report["contenders"]
     assert [tuple(r["partition"]) for r in rows] == [chosen, geometry]
     best = min(rows, key=lambda r: r["validation_nll"])
@@ -185,28 +194,8 @@ def test_a_warm_second_look_hands_its_global_networks_and_runs_on_exactly(
 ) -> None:
     """With warm starts the tracking runs fine-tune each cell's global network; the final
     retrain reuses both the runs and the networks, giving the weights of doing it afresh."""
-    import dataclasses
-
     warm = dataclasses.replace(RULE, warm_start=True)
-    chosen = tuple(int(v) for v in np.arange(task.n_clusters) % 2)
-    geometry = tuple(int(v) for v in (np.arange(task.n_clusters) < 3).astype(int))
-    store, archs = _store_with(task, space, [chosen, geometry], n_archs=2)
-    selection = {
-        "finalists": [_row(chosen, -1.0, chosen=True), _row(geometry, -2.0, geometry=True)]
-    }
-    check = final_check(
-        task,
-        trainer,
-        store,
-        selection,
-        (np.array(chosen), [archs[0], archs[0]]),
-        seed=5,
-        steps=6,
-        epochs=None,
-        rule=warm,
-        n_partitions=2,
-        n_archs=2,
-    )
+    _, _, archs, check = _two_contenders(task, space, trainer, warm, n_archs=2)
     assert check.starts is not None and set(check.starts) == {a.key for a in archs}
     for row in check.report["contenders"]:
         for region in row["regions"]:
