@@ -69,11 +69,9 @@ def test_a_warm_tracking_run_scores_the_start_and_can_choose_zero_steps():
 def test_global_network_keeps_its_best_tracked_weights(task, space, trainer):
     arch = _arch(space, 3)
     rule = ValidationLength(max_factor=1.0, n_evals=4, patience=None, warm_start=True)
-    starts, lengths = global_starts(
-        task, trainer, [arch, arch], 0, steps=12, epochs=None, rule=rule
-    )
+    starts = global_starts(task, trainer, [arch, arch], 0, steps=12, epochs=None, rule=rule)
     assert list(starts) == [arch.key]  # one global network per distinct cell
-    info = lengths[arch.key]
+    info = starts[arch.key].length
     assert info is not None and info["n_train"] == len(task.train)
     # the kept weights are those of the network trained on the training samples for the
     # chosen length, with the seed derived from the cell (shared across methods)
@@ -93,7 +91,7 @@ def test_global_network_keeps_its_best_tracked_weights(task, space, trainer):
 def test_an_expert_that_fine_tuning_cannot_improve_is_the_global_network(task, space, trainer):
     arch = _arch(space, 4)
     rule = ValidationLength(max_factor=1.0, n_evals=2, patience=1, warm_start=True)
-    starts, _ = global_starts(task, trainer, [arch], 0, steps=8, epochs=None, rule=rule)
+    starts = global_starts(task, trainer, [arch], 0, steps=8, epochs=None, rule=rule)
     start = starts[arch.key]
     region = np.zeros(task.n_clusters, bool)
     region[:2] = True
@@ -135,3 +133,43 @@ def test_warm_final_moe_is_reproducible(task, space, trainer):
     a = train_final_moe(task, trainer, assignment, archs, steps=6, seed=3, length="validation-warm")
     b = train_final_moe(task, trainer, assignment, archs, steps=6, seed=3, length="validation-warm")
     assert a[1].test_nll == b[1].test_nll
+
+
+def test_the_champion_is_the_baselines_best_single_cell_of_that_budget(task, space, trainer):
+    from sgem.baselines import BaselineSetup, best_single_architecture
+    from sgem.search.champion import champion_cell
+
+    cell, report = champion_cell(task, trainer, space, 3, seed=2)
+    setup = BaselineSetup(space=space, train=trainer.config, n_experts=2, budget=3)
+    assert best_single_architecture(task, setup, 2)[0] == cell
+    assert report["cell"] == cell.key and report["trainings"] == len(report["scores"])
+    assert report["validation_loss"] == min(report["scores"].values())
+
+
+def test_the_final_check_offers_the_champion_to_every_region(task, space, trainer):
+    from sgem.search.final_check import final_check
+    from sgem.store import ObservationStore
+
+    rule = ValidationLength(max_factor=1.0, n_evals=2, patience=1, warm_start=True)
+    own, champion = _arch(space, 5), _arch(space, 6)
+    chosen = np.arange(task.n_clusters) % 2
+    check = final_check(
+        task,
+        trainer,
+        ObservationStore(task.n_clusters),
+        {"finalists": [{"partition": chosen.tolist(), "chosen": True}]},
+        (chosen, [own, own]),
+        seed=1,
+        steps=6,
+        epochs=None,
+        rule=rule,
+        n_partitions=1,
+        n_archs=1,
+        extra_cells=[champion],
+    )
+    (row,) = check.report["contenders"]
+    for region in row["regions"]:
+        assert [t["arch"] for t in region["tracked"]] == [own.key, champion.key]
+        best = min(region["tracked"], key=lambda t: t["best_val_nll"])
+        assert region["chosen_arch"] == best["arch"]
+    assert set(check.starts) == {own.key, champion.key}

@@ -22,6 +22,7 @@ from .metrics import partition_match
 from .moe.artifact import save_final_moe
 from .moe.cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
 from .moe.final_length import resolve_length
+from .search.champion import champion_cell
 from .search.config import SearchConfig
 from .search.final_check import final_check
 from .search.sgem import SGEM, SearchResult
@@ -169,7 +170,12 @@ def finish_sgem(
     report in `selection["final_check"]`."""
     rule = resolve_length(final_length)
     known, starts = None, None
-    if rule is not None and config.final_check_partitions > 0:
+    extra: list[Arch] = []
+    champion: dict | None = None
+    if rule is not None and rule.warm_start and config.champion_cells > 0:
+        cell, champion = champion_cell(task, trainer, trainer.space, config.champion_cells, seed)
+        extra.append(cell)
+    if rule is not None and (config.final_check_partitions > 0 or extra):
         check = final_check(
             task,
             trainer,
@@ -180,9 +186,11 @@ def finish_sgem(
             steps=config.final_steps,
             epochs=final_epochs,
             rule=rule,
-            n_partitions=config.final_check_partitions,
-            n_archs=config.final_check_archs,
+            n_partitions=max(config.final_check_partitions, 1),
+            # only the champion besides each expert's own cell, unless the check is on
+            n_archs=config.final_check_archs if config.final_check_partitions > 0 else 1,
             executor=executor,
+            extra_cells=extra,
         )
         known, starts = check.known_lengths, check.starts
         found = replace(
@@ -192,7 +200,9 @@ def finish_sgem(
             oracle_match=partition_match(check.assignment, task.oracle_partition)
             if task.oracle_partition is not None
             else None,
-            selection={**found.selection, "final_check": check.report},
+            selection={**found.selection, "final_check": check.report}
+            | ({"champion": champion} if champion else {}),
+            n_trained=found.n_trained + (champion["trainings"] if champion else 0),
         )
     return finish(
         "sgem",

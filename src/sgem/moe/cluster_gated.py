@@ -219,14 +219,16 @@ def train_final_moe(
     warm_start = rule is not None and rule.warm_start
     warm = [k for k in used if warm_start and needs_warm_start(assignment == k)]
     starts = dict(starts or {})
-    global_lengths: dict[str, dict | None] | None = None
     missing = [architectures[k] for k in warm if architectures[k].key not in starts]
     if missing:
         assert rule is not None
-        trained, global_lengths = global_starts(
+        trained = global_starts(
             task, trainer, missing, seed, steps=steps, epochs=epochs, rule=rule, executor=executor
         )
         starts |= trained
+    global_lengths = (
+        {architectures[k].key: starts[architectures[k].key].length for k in warm} if warm else None
+    )
     jobs = [
         ExpertJob(
             k,

@@ -40,6 +40,7 @@ class WarmStart:
 
     track_state: dict[str, torch.Tensor]
     refit_state: dict[str, torch.Tensor]
+    length: dict | None = None  # the global network's tracking run (its summary)
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,9 @@ def global_starts(
     epochs: float | None,
     rule: ValidationLength,
     executor: object | None = None,
-) -> tuple[dict[str, WarmStart], dict[str, dict | None]]:
-    """The global network of each distinct cell in `architectures` (steps 1 above):
-    ({arch key: WarmStart}, {arch key: its tracking run's summary})."""
+) -> dict[str, WarmStart]:
+    """The global network of each distinct cell in `architectures` (step 1 above), by
+    cell key (`WarmStart.length`: its tracking run's summary)."""
     every = np.ones(task.n_clusters, dtype=bool)
     distinct = list(dict.fromkeys(architectures))
     jobs = [
@@ -69,14 +69,12 @@ def global_starts(
     ]
     fits = fit_expert_jobs(task, trainer, jobs, executor)
     starts: dict[str, WarmStart] = {}
-    lengths: dict[str, dict | None] = {}
     for arch, fit in zip(distinct, fits, strict=True):
         refit = fit.weights()
         # no tracking run (no validation sample): the experts' runs start from the refit
         track = fit.track_state if fit.track_state is not None else refit
-        starts[arch.key] = WarmStart(track_state=track, refit_state=refit)
-        lengths[arch.key] = fit.length
-    return starts, lengths
+        starts[arch.key] = WarmStart(track_state=track, refit_state=refit, length=fit.length)
+    return starts
 
 
 def needs_warm_start(region: np.ndarray) -> bool:

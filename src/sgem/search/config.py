@@ -79,6 +79,13 @@ class SearchConfig:
     # cells that validated better and tested worse, 0.2807 vs 0.2617 test NLL; set 2 to use)
     final_check_partitions: int = 0
     final_check_archs: int = 2
+    # with warm-started final experts (final_length: validation-warm): a champion cell, the
+    # best of this many random cells trained on every cluster (search.champion), is offered
+    # to every expert beside its own cell; each keeps the one whose warm tracking run scores
+    # the lower validation NLL on its region (0: off). Why: under warm starts an expert's
+    # cell is first a global network, and cells ranked by training from scratch on a region
+    # made worse ones (benchmarks/results/cell_choice_emulation.json)
+    champion_cells: int = 0
     freeze_routing: bool = False  # ablation: no M-step on R (routing stays at its random init)
     # ablation: the scalar surrogate (region average, eq. scalar_u) with the load-balancing
     # penalty lb_weight * LB(R) in the routing M-step ("clusters" or "samples" fractions)
@@ -128,6 +135,7 @@ class SearchConfig:
             "batch_size",
             "pipeline",
             "final_check_partitions",
+            "champion_cells",
         ):
             check_int(self, name, 0)
         check_int(self, "final_check_archs", 1)

@@ -30,6 +30,7 @@ check kept the partition, changed cells, and on the seed also run without it tes
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,10 +103,12 @@ def final_check(
     n_partitions: int = 2,
     n_archs: int = 2,
     executor: object | None = None,
+    extra_cells: Sequence[Arch] = (),
 ) -> FinalCheck:
     """The second look (module docstring). `fallback`: the return rule's partition and
     architectures, kept for any region the check cannot judge (no training or no
-    validation sample, or no candidate training on it)."""
+    validation sample, or no candidate training on it). `extra_cells`: judged on every
+    region besides its own candidates (ranked after them, so a tie keeps the region's)."""
     start = time.perf_counter()
     assignment0, archs0 = np.asarray(fallback[0]), list(fallback[1])
     n_experts = len(archs0)
@@ -121,11 +124,12 @@ def final_check(
             archs = ranked_architectures(store, region, val_sizes, n_archs)
             if p == 0 and archs0[k] not in archs:  # the return rule's own pick always runs
                 archs = [archs0[k], *archs][:n_archs]
-            candidates[(p, k)] = archs
+            # e.g. the champion cell (`search.champion`): offered to every region
+            candidates[(p, k)] = list(dict.fromkeys([*archs, *extra_cells]))
     starts: dict[str, WarmStart] | None = None
     if rule.warm_start:  # the tracking runs fine-tune each cell's global network
         cells = [a for archs in candidates.values() for a in archs]
-        starts, _ = global_starts(
+        starts = global_starts(
             task, trainer, cells, seed, steps=steps, epochs=epochs, rule=rule, executor=executor
         )
     jobs: dict[tuple, ExpertJob] = {}

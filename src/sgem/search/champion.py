@@ -1,0 +1,50 @@
+"""The champion cell: the best of a few random cells trained on every cluster.
+
+Under warm starts (`sgem.moe.warm_start`) every expert fine-tunes a global network of its
+cell, so a cell is first judged by how good a network of ALL the data it makes. The
+search's per-region cells are ranked by training from scratch on their region, which says
+little about that; the champion is offered to every expert beside its own cell in the
+final check (`final_check(extra_cells=...)`), which keeps, per expert, the cell whose warm
+tracking run validates better. The random cells are drawn from the stream the baselines'
+best-single-cell search uses and trained with the same content-derived seeds, so on a seed
+SGEM's champion of `n` cells is the Geometry baseline's cell of budget `n`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.task import ClusteredTask
+from ..jobs import job_seed
+from ..random_streams import Stream, stream_rng
+from ..space.arch import Arch, CellSpace
+from ..train.losses import region_loss
+from ..train.trainer import Trainer
+
+
+def champion_cell(
+    task: ClusteredTask, trainer: Trainer, space: CellSpace, n_cells: int, seed: int
+) -> tuple[Arch, dict]:
+    """The cell of lowest validation loss on every cluster among `n_cells` random ones
+    (each trained on every cluster, early-stopped as candidates are); (cell, report)."""
+    if n_cells < 1:
+        raise ValueError(f"need n_cells >= 1, got {n_cells}")
+    every = np.ones(task.n_clusters, dtype=bool)
+    rng = stream_rng(seed, Stream.BEST_SINGLE_SEARCH)
+    cells = list(dict.fromkeys(space.sample_many(n_cells, rng)))
+    sizes = task.val_cluster_sizes
+    scored = []
+    for i, arch in enumerate(cells):
+        losses = trainer.train(arch, every, job_seed(seed, arch, every)).losses
+        scored.append((region_loss(losses, every, sizes), i, arch))
+    best = min(scored, key=lambda s: (s[0], s[1]))
+    report = {
+        "cell": best[2].key,
+        "validation_loss": best[0],
+        "trainings": len(cells),
+        "scores": {a.key: v for v, _, a in scored},
+    }
+    return best[2], report
+
+
+__all__ = ["champion_cell"]
