@@ -182,6 +182,25 @@ def build_task(task_cfg: dict, domains: dict, seed: int):
     return task
 
 
+def baseline_setup(
+    cfg: dict, search_cfg: SearchConfig, space, length: str, device: str, cache=None
+) -> BaselineSetup:
+    """The baselines' protocol of a run config: SGEM's candidate training and final steps,
+    the config's budget, final length `length`, CRPS samples and device."""
+    return BaselineSetup(
+        space=space,
+        train=search_cfg.train,
+        n_experts=search_cfg.n_experts,
+        budget=cfg["budget"],
+        final_steps=search_cfg.final_steps,
+        final_epochs=cfg["final_epochs"],
+        final_length=length,
+        crps_samples=cfg["crps_samples"],
+        device=device,
+        cache={} if cache is None else cache,
+    )
+
+
 def run_sgem(
     task, cfg: dict, seed: int, device: str, lengths: list[str] | None = None
 ) -> tuple[dict[str, dict], RunObservations]:
@@ -681,21 +700,7 @@ def main() -> None:
         )
         print(f"seed {seed}: {task_summary}", flush=True)
         cache: dict = {}  # searches that do not depend on the final length are shared
-        setups = {
-            L: BaselineSetup(
-                space=space,
-                train=search_cfg.train,
-                n_experts=search_cfg.n_experts,
-                budget=cfg["budget"],
-                final_steps=search_cfg.final_steps,
-                final_epochs=cfg["final_epochs"],
-                final_length=L,
-                crps_samples=cfg["crps_samples"],
-                device=device,
-                cache=cache,
-            )
-            for L in lengths
-        }
+        setups = {L: baseline_setup(cfg, search_cfg, space, L, device, cache) for L in lengths}
         if seed not in references:  # the relative scores' reference (cheap, no training)
             ref = get_baseline(REFERENCE).fit_evaluate(task, setups[lengths[0]], seed)
             references[seed] = {

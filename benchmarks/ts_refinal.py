@@ -18,7 +18,6 @@ copied as they are; every other row is retrained and marked `replayed_from`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import platform
 import time
@@ -26,7 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ts_main import REFERENCE, build_task, load_task_domains, window_bootstrap, write_table
+from ts_main import (
+    REFERENCE,
+    baseline_setup,
+    build_task,
+    load_task_domains,
+    window_bootstrap,
+    write_table,
+)
 
 from sgem.baselines import BaselineSetup
 from sgem.baselines.base import cluster_moe_result
@@ -144,17 +150,7 @@ def main() -> None:
     t_start = time.perf_counter()
     for seed in seeds:
         task = build_task(cfg["task"], domains, seed)
-        setup = BaselineSetup(
-            space=space,
-            train=search.train,
-            n_experts=search.n_experts,
-            budget=cfg["budget"],
-            final_steps=search.final_steps,
-            final_epochs=cfg["final_epochs"],
-            final_length=args.final_length,
-            crps_samples=cfg["crps_samples"],
-            device=args.device,
-        )
+        setup = baseline_setup(cfg, search, space, args.final_length, args.device)
         for row in saved["rows"]:
             if row["seed"] != seed or row["method"] not in methods:
                 continue
@@ -162,7 +158,7 @@ def main() -> None:
             routed = row.get("assignment") and len(set(row["assignment"])) > 1
             if routed and args.cells_from:
                 row = with_cells_of(row, saved["rows"], args.cells_from)
-            new = replay_row(row, task, dataclasses.replace(setup), seed) if routed else row
+            new = replay_row(row, task, setup, seed) if routed else row
             rows.append(new)
             print(
                 f"seed {seed} {row['method']:15s} NLL {row['test_nll']:.4f} -> "

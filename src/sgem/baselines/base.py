@@ -32,7 +32,7 @@ from ..metrics import partition_match
 from ..moe.cluster_gated import evaluate_forecasts, train_final_moe
 from ..moe.expert_fit import steps_for_epochs
 from ..moe.final_length import ValidationLength, adam_length, resolve_length
-from ..random_streams import Stream, stream_rng
+from ..search.champion import champion_cell
 from ..space.arch import Arch, CellSpace
 from ..train.losses import per_sample_nll, region_loss
 from ..train.trainer import TrainConfig, Trainer
@@ -166,15 +166,16 @@ def best_single_architecture(
     """Random search (`setup.budget` architectures) on all clusters: the best global cell.
 
     Cached in `setup.cache` per (task, seed): Global single, BestArch x K and Geometry
-    routing share it, as in the paper (one search, three uses). Returns (arch, trainings).
+    routing share it, as in the paper (one search, three uses). The search is SGEM's
+    champion-cell search (`sgem.search.champion`), so both find the same cell for a budget.
+    Returns (arch, trainings).
     """
     key = ("best_single", id(task), seed, setup.budget)
     if key not in setup.cache:
         space = setup.require_space("the best single architecture")
-        log = CandidateLog(make_trainer(task, setup, "the best single architecture"), seed)
-        rng = stream_rng(seed, Stream.BEST_SINGLE_SEARCH)
-        arch, _ = search_region(log, space, np.ones(task.n_clusters, bool), setup.budget, rng)
-        setup.cache[key] = (arch, log.n_trained)
+        trainer = make_trainer(task, setup, "the best single architecture")
+        arch, report = champion_cell(task, trainer, space, setup.budget, seed)
+        setup.cache[key] = (arch, report["trainings"])
     return setup.cache[key]
 
 
