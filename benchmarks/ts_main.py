@@ -215,7 +215,7 @@ def run_sgem(
     rows = {}
     for length in lengths or [cfg["final_length"]]:
         t0 = time.perf_counter()
-        rows[length] = _sgem_row(task, cfg, seed, search, found, length)
+        rows[length] = sgem_row(task, cfg, seed, search.trainer_, found, length)
         rows[length]["seconds"] = round(search_end - start + time.perf_counter() - t0, 3)
     store = found.store
     obs = RunObservations(
@@ -228,11 +228,13 @@ def run_sgem(
     return rows, obs
 
 
-def _sgem_row(task, cfg: dict, seed: int, search, found, length: str) -> dict:
+def sgem_row(task, cfg: dict, seed: int, trainer, found, length: str) -> dict:
+    """SGEM's final stage on a finished search (`finish_sgem`: the champion cell and the
+    second look where the config asks for them), as a table row."""
     search_cfg = SearchConfig.from_dict(cfg["search"])
     final = finish_sgem(  # with length "validation": the finalists' second look first
         task,
-        search.trainer_,
+        trainer,
         found,
         search_cfg,
         seed,
@@ -525,6 +527,7 @@ def write_table(rows: list[dict], references: dict, meta: dict, out_dir: Path) -
         "references": {str(k): v for k, v in references.items()},
         "rows": rows,
     }
+    out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"ts_main_{meta['tag']}"
     stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
     stem.with_suffix(".md").write_text(markdown(summary, meta, comparisons))

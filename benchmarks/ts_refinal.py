@@ -25,21 +25,25 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scaling import parse_value
 from ts_main import (
     REFERENCE,
     baseline_setup,
     build_task,
     load_task_domains,
+    sgem_row,
     window_bootstrap,
     write_table,
 )
 
 from sgem.baselines import BaselineSetup
-from sgem.baselines.base import cluster_moe_result
+from sgem.baselines.base import cluster_moe_result, make_trainer
 from sgem.moe.final_length import FINAL_LENGTHS
 from sgem.pipeline import build_space
 from sgem.search.config import SearchConfig
+from sgem.search.sgem import SearchResult
 from sgem.space.arch import Arch
+from sgem.store import ObservationStore
 
 
 def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
@@ -60,6 +64,45 @@ def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
     out |= {k: row[k] for k in keep if k in row}
     out["seed"] = seed
     out["replayed_from"] = {"final_length": setup.final_length, "test_nll": row["test_nll"]}
+    return out
+
+
+def replay_sgem(row: dict, task, cfg: dict, setup: BaselineSetup, seed: int) -> dict:
+    """SGEM's row through SGEM's own final stage (`ts_main.sgem_row`: the champion cell
+    where `cfg["search"]` asks for one, then the final MoE) on the saved partition and cells.
+
+    The saved row keeps no candidate store, so the second look over several finalists
+    (`final_check_partitions` > 0) cannot be replayed; with it off, the check judges each
+    expert's own cell (and the champion) only, which needs no store: exactly what a fresh
+    run does."""
+    search_cfg = SearchConfig.from_dict(cfg["search"])
+    if search_cfg.final_check_partitions > 0:
+        raise SystemExit(
+            "replaying SGEM's second look needs the search's candidate store, which a "
+            "ts_main row does not keep: pass --search-set final_check_partitions=0"
+        )
+    assignment = np.asarray(row["assignment"], dtype=np.int64)
+    archs = [Arch.from_key(k) for k in row["architectures"]]
+    found = SearchResult(
+        assignment=assignment,
+        architectures=archs,
+        routing=np.eye(len(archs))[assignment],
+        trace=[],
+        store=ObservationStore(task.n_clusters),
+        oracle_match=row.get("oracle_match"),
+        n_trained=row["n_trained"],
+        seconds=row.get("search_seconds", 0.0),
+    )
+    t0 = time.perf_counter()
+    trainer = make_trainer(task, setup, "sgem")
+    out = sgem_row(task, cfg, seed, trainer, found, setup.final_length)
+    out["seed"] = seed
+    out["seconds"] = round(row.get("search_seconds", 0.0) + time.perf_counter() - t0, 3)
+    out["replayed_from"] = {
+        "final_length": setup.final_length,
+        "test_nll": row["test_nll"],
+        "sgem_final_stage": True,
+    }
     return out
 
 
@@ -128,6 +171,14 @@ def main() -> None:
         help="a diagnosis: replay each row with METHOD's cells (same seed; one cell: K copies), "
         "as method '<method>+<METHOD>-cells' (partition effect with the cells held fixed)",
     )
+    p.add_argument(
+        "--search-set",
+        nargs="+",
+        default=None,
+        metavar="KEY=VALUE",
+        help="SGEM settings over the saved ones; with any, SGEM rows replay SGEM's own final "
+        "stage (`replay_sgem`), e.g. champion_cells=16 final_check_partitions=0",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="benchmarks/results")
@@ -140,6 +191,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     saved = json.loads(Path(args.source).read_text())
     cfg = saved["meta"]["config"]
+    sgem_final = bool(args.search_set)
+    for key, value in (item.split("=", 1) for item in args.search_set or []):
+        cfg["search"][key] = parse_value(value)
     seeds = args.seeds or sorted({r["seed"] for r in saved["rows"]})
     methods = args.methods or list(dict.fromkeys(r["method"] for r in saved["rows"]))
     domains = load_task_domains(cfg["task"])
@@ -158,7 +212,12 @@ def main() -> None:
             routed = row.get("assignment") and len(set(row["assignment"])) > 1
             if routed and args.cells_from:
                 row = with_cells_of(row, saved["rows"], args.cells_from)
-            new = replay_row(row, task, setup, seed) if routed else row
+            if routed and sgem_final and row["method"] == "sgem":
+                new = replay_sgem(
+                    row, task, {**cfg, "final_length": args.final_length}, setup, seed
+                )
+            else:
+                new = replay_row(row, task, setup, seed) if routed else row
             rows.append(new)
             print(
                 f"seed {seed} {row['method']:15s} NLL {row['test_nll']:.4f} -> "
