@@ -42,6 +42,29 @@ def three_domain_series() -> dict[str, list[np.ndarray]]:
     }
 
 
+def small_ts_task(
+    n_windows: int = 240, n_clusters: int = 6, context: int = 24, horizon: int = 6, seed: int = 0
+):
+    """A forecasting task of `three_domain_series`: the final stage's unit-test task."""
+    from sgem.data.timeseries import make_timeseries_task
+
+    return make_timeseries_task(
+        three_domain_series(),
+        n_windows=n_windows,
+        n_clusters=n_clusters,
+        context=context,
+        horizon=horizon,
+        seed=seed,
+    )
+
+
+def short_train():
+    """Five Adam steps: enough to move weights in a unit test of the final stage."""
+    from sgem.train.trainer import TrainConfig
+
+    return TrainConfig(steps=5, lr=3e-3, batch_size=32)
+
+
 def small_ts_space():
     """A two-node forecasting cell space of cheap ops."""
     from sgem.space.timeseries import TimeSeriesSpace

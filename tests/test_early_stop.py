@@ -6,12 +6,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from helpers import small_ts_space, three_domain_series
+from helpers import small_ts_space, small_ts_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from sgem.data.timeseries import make_timeseries_task
 from sgem.data.toy import make_toy_task
 from sgem.errors import SgemUserError
 from sgem.space import TabularSpace
@@ -81,9 +80,7 @@ def test_non_finite_evaluations_never_win():
 
 @pytest.fixture(scope="module")
 def ts_task():
-    return make_timeseries_task(
-        three_domain_series(), n_windows=240, n_clusters=6, context=24, horizon=6, seed=0
-    )
+    return small_ts_task()
 
 
 def test_an_early_stopped_candidate_equals_a_fixed_one_of_its_best_length(ts_task):

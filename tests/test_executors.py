@@ -195,10 +195,12 @@ def test_unreachable_ray_address_fails_fast_and_clearly(setup) -> None:
 
 
 @pytest.mark.parametrize("length", ["fixed", "validation", "validation-warm"])
-def test_final_experts_retrained_on_workers_match_inline(setup, length) -> None:
+def test_final_experts_retrained_on_workers_match_inline(setup, length, capsys) -> None:
     """The processes executor retrains the final MoE's experts side by side; the weights it
-    sends back give exactly the model trained here one expert after another."""
+    sends back give exactly the model trained here one expert after another (and the
+    progress bar counts each expert that comes back)."""
     from sgem.moe.cluster_gated import train_final_moe
+    from sgem.progress import shown
 
     task, space, jobs, _ = setup
     trainer = Trainer(task, space, TRAIN)
@@ -208,11 +210,13 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length) -> None:
     moe_here, report_here = train_final_moe(task, trainer, assignment, archs, **kwargs)
     ex = ProcessExecutor(task, space, TRAIN, workers=2)
     try:
-        moe_there, report_there = train_final_moe(
-            task, trainer, assignment, archs, executor=ex, **kwargs
-        )
+        with shown():
+            moe_there, report_there = train_final_moe(
+                task, trainer, assignment, archs, executor=ex, **kwargs
+            )
     finally:
         ex.close()
+    assert "final experts: 100%" in capsys.readouterr().err
     here, there = moe_here.state_dict(), moe_there.state_dict()
     assert here.keys() == there.keys()
     for key in here:

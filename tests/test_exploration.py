@@ -136,13 +136,9 @@ def test_the_geometry_finalist_exists_on_series_too():
     """A time-series task keeps its centroids in `meta` (descriptor space), not in
     `task.centroids`: the finalist must still be the Geometry baseline's split (it was
     silently skipped on every forecasting search before)."""
-    from helpers import small_ts_space, three_domain_series
+    from helpers import small_ts_space, small_ts_task
 
-    from sgem.data.timeseries import make_timeseries_task
-
-    task = make_timeseries_task(
-        three_domain_series(), n_windows=240, n_clusters=6, context=24, horizon=6, seed=0
-    )
+    task = small_ts_task()
     assert task.centroids is None
     search = SGEM(small_ts_space(), SearchConfig(n_experts=3), seed=2, progress=False)
     np.testing.assert_array_equal(search._geometry(task), geometry_partition(task, 3, 2))

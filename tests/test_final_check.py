@@ -8,25 +8,22 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from helpers import small_ts_space, three_domain_series
+from helpers import short_train, small_ts_space, small_ts_task
 
-from sgem.data.timeseries import make_timeseries_task
 from sgem.errors import SgemUserError
 from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.final_length import ValidationLength
 from sgem.search.config import SearchConfig
 from sgem.search.final_check import contenders, final_check, ranked_architectures
 from sgem.store import Observation, ObservationStore
-from sgem.train.trainer import TrainConfig, Trainer
+from sgem.train.trainer import Trainer
 
 RULE = ValidationLength(max_factor=2.0, n_evals=4, patience=2)
 
 
 @pytest.fixture(scope="module")
 def task():
-    return make_timeseries_task(
-        three_domain_series(), n_windows=240, n_clusters=6, context=32, horizon=8
-    )
+    return small_ts_task(context=32, horizon=8)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +33,7 @@ def space():
 
 @pytest.fixture(scope="module")
 def trainer(task, space):
-    return Trainer(task, space, TrainConfig(steps=5, lr=3e-3, batch_size=32))
+    return Trainer(task, space, short_train())
 
 
 def _row(partition, measured, chosen=False, geometry=False) -> dict:

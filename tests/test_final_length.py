@@ -9,10 +9,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import small_ts_space, three_domain_series
+from helpers import short_train, small_ts_space, small_ts_task
 
 from sgem.baselines import BaselineSetup, get_baseline
-from sgem.data.timeseries import make_timeseries_task
 from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.final_length import (
     ValidationLength,
@@ -22,7 +21,7 @@ from sgem.moe.final_length import (
 )
 from sgem.space.arch import Arch
 from sgem.train.losses import per_sample_nll
-from sgem.train.trainer import TrainConfig, Trainer
+from sgem.train.trainer import Trainer
 
 
 # -- the model-agnostic loop ---------------------------------------------------------------
@@ -95,9 +94,7 @@ CONTEXT, HORIZON = 48, 8
 
 @pytest.fixture(scope="module")
 def task():
-    return make_timeseries_task(
-        three_domain_series(), n_windows=240, n_clusters=6, context=CONTEXT, horizon=HORIZON, seed=0
-    )
+    return small_ts_task(context=CONTEXT, horizon=HORIZON)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +104,7 @@ def space():
 
 @pytest.fixture(scope="module")
 def trainer(task, space):
-    return Trainer(task, space, TrainConfig(steps=5, lr=3e-3, batch_size=32))
+    return Trainer(task, space, short_train())
 
 
 def _arch(space, seed: int = 0) -> Arch:
@@ -169,7 +166,7 @@ def test_validation_length_retrains_for_the_chosen_scaled_steps(task, space, tra
 def test_baselines_use_the_validation_length_alike(task, space):
     setup = BaselineSetup(
         space=space,
-        train=TrainConfig(steps=5, lr=3e-3, batch_size=32),
+        train=short_train(),
         n_experts=2,
         budget=2,
         final_steps=10,

@@ -8,9 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import small_ts_space, three_domain_series
+from helpers import short_train, small_ts_space, small_ts_task
 
-from sgem.data.timeseries import make_timeseries_task
 from sgem.jobs import job_seed
 from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.expert_fit import ExpertJob, fit_expert
@@ -22,9 +21,7 @@ from sgem.train.trainer import TrainConfig, Trainer
 
 @pytest.fixture(scope="module")
 def task():
-    return make_timeseries_task(
-        three_domain_series(), n_windows=180, n_clusters=4, context=24, horizon=6, seed=0
-    )
+    return small_ts_task(n_windows=180, n_clusters=4)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +31,7 @@ def space():
 
 @pytest.fixture(scope="module")
 def trainer(task, space):
-    return Trainer(task, space, TrainConfig(steps=5, lr=3e-3, batch_size=32))
+    return Trainer(task, space, short_train())
 
 
 def _arch(space, seed: int = 0) -> Arch:

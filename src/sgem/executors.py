@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import (
     CancelledError,
     Future,
@@ -281,9 +281,13 @@ class ProcessExecutor:
         task, space, train_config = self._init_args[:3]
         return plan(task, space, train_config, jobs)
 
-    def fit_experts(self, jobs: Sequence[ExpertJob]) -> list[ExpertFit | None]:
+    def fit_experts(
+        self, jobs: Sequence[ExpertJob], on_done: Callable[[], object] | None = None
+    ) -> list[ExpertFit | None]:
         """Retrain the final MoE's experts side by side on the workers (weights come back);
-        None for an expert whose worker failed, which the caller then trains itself."""
+        None for an expert whose worker failed, which the caller then trains itself.
+        `on_done()` after each expert that came back (a progress bar)."""
+        done = on_done or (lambda: None)
         local = jobs[-1] if self.caller_trains and jobs else None
         remote = list(jobs[:-1]) if local is not None else list(jobs)
         pool = self._get_pool() if remote else None
@@ -295,10 +299,12 @@ class ProcessExecutor:
             trainer = self._caller_runner().trainer
             with self._as_a_worker():  # the module itself: no weights to ship from here
                 mine = fit_expert(trainer.task, trainer, local)
+            done()
         fits: list[ExpertFit | None] = []
         for future in futures:
             try:
                 fits.append(future.result())
+                done()
             except Exception:
                 fits.append(None)
         if any(f is None for f in fits) and self._pool is not None:

@@ -27,6 +27,7 @@ from .executors import make_executor, resolve_executor
 from .experiment import finish_sgem
 from .moe.artifact import save_final_moe
 from .presets import PRESET_NAMES
+from .progress import shown
 from .runconfig import (
     RunConfig,
     build_space,
@@ -225,17 +226,18 @@ def _execute(
             # protocol every method shares (sgem.experiment.finish_sgem); a processes
             # executor's warm workers make the tracking runs and retrain side by side
             t0 = time.perf_counter()
-            final = finish_sgem(
-                task,
-                search.trainer_,
-                found,
-                search_cfg,
-                seed,
-                final_epochs=cfg.final_epochs,
-                final_length=cfg.final_length,
-                crps_samples=cfg.crps_samples,  # forecasting tasks only
-                executor=None if isinstance(executor, str) else executor,
-            )
+            with shown(progress):  # the stages after the EM bar (sgem.progress)
+                final = finish_sgem(
+                    task,
+                    search.trainer_,
+                    found,
+                    search_cfg,
+                    seed,
+                    final_epochs=cfg.final_epochs,
+                    final_length=cfg.final_length,
+                    crps_samples=cfg.crps_samples,  # forecasting tasks only
+                    executor=None if isinstance(executor, str) else executor,
+                )
             assert final.search is not None
             found = final.search  # the partition and cells of the final model
         finally:

@@ -243,7 +243,7 @@ def train_final_moe(
         )
         for k in used
     ]
-    fits = fit_expert_jobs(task, trainer, jobs, executor)
+    fits = fit_expert_jobs(task, trainer, jobs, executor, desc="final experts")
     experts: list[nn.Module | None] = [None] * len(architectures)
     used_steps: list[int | None] = [None] * len(architectures)
     lengths: list[dict | None] = [None] * len(architectures)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
+from ..progress import stage_bar
 from ..space.arch import Arch
 from ..train.trainer import Trainer
 from .final_length import LengthChoice, ValidationLength, expert_length
@@ -152,18 +153,24 @@ def fit_expert_jobs(
     trainer: Trainer,
     jobs: list[ExpertJob],
     executor: object | None = None,
+    desc: str = "experts",
 ) -> list[ExpertFit]:
     """Every job's `fit_expert`: side by side on the workers of an executor with
     `fit_experts` (the processes executor), here for any job that failed there or without
-    one. The same numbers either way."""
+    one. The same numbers either way. `desc` names the stage's progress bar
+    (`sgem.progress`)."""
     fits: list[ExpertFit | None] = [None] * len(jobs)
-    if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
-        fits = executor.fit_experts(jobs)  # None: failed on the worker
-    data = train_val_tensors(task, trainer.device) if any(f is None for f in fits) else None
-    return [
-        f if f is not None else fit_expert(task, trainer, job, data)
-        for job, f in zip(jobs, fits, strict=True)
-    ]
+    with stage_bar(len(jobs), desc) as bar:
+        if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):
+            fits = executor.fit_experts(jobs, on_done=bar.update)  # None: failed there
+        data = train_val_tensors(task, trainer.device) if any(f is None for f in fits) else None
+        out: list[ExpertFit] = []
+        for job, fit in zip(jobs, fits, strict=True):
+            if fit is None:
+                fit = fit_expert(task, trainer, job, data)
+                bar.update()
+            out.append(fit)
+    return out
 
 
 def _validation_length(

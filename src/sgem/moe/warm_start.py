@@ -67,7 +67,7 @@ def global_starts(
         )
         for i, arch in enumerate(distinct)
     ]
-    fits = fit_expert_jobs(task, trainer, jobs, executor)
+    fits = fit_expert_jobs(task, trainer, jobs, executor, desc="global networks")
     starts: dict[str, WarmStart] = {}
     for arch, fit in zip(distinct, fits, strict=True):
         refit = fit.weights()

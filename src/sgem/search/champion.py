@@ -16,6 +16,7 @@ import numpy as np
 
 from ..data.task import ClusteredTask
 from ..jobs import job_seed
+from ..progress import stage_bar
 from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch, CellSpace
 from ..train.losses import region_loss
@@ -34,9 +35,11 @@ def champion_cell(
     cells = list(dict.fromkeys(space.sample_many(n_cells, rng)))
     sizes = task.val_cluster_sizes
     scored = []
-    for i, arch in enumerate(cells):
-        losses = trainer.train(arch, every, job_seed(seed, arch, every)).losses
-        scored.append((region_loss(losses, every, sizes), i, arch))
+    with stage_bar(len(cells), "champion cell") as bar:
+        for i, arch in enumerate(cells):
+            losses = trainer.train(arch, every, job_seed(seed, arch, every)).losses
+            scored.append((region_loss(losses, every, sizes), i, arch))
+            bar.update()
     best = min(scored, key=lambda s: (s[0], s[1]))
     report = {
         "cell": best[2].key,

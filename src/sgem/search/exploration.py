@@ -313,21 +313,10 @@ class Explorer:
             best_archs.append(arch)
         return total, best_archs
 
-    def jump(
-        self,
-        archs: list[Arch],
-        assignment: np.ndarray,
-        sizes: np.ndarray,
-        rng: np.random.Generator,
-        t: int,
-    ) -> dict:
-        """Propose the affinity grouping (labels aligned to the current experts) as a jump;
-        with `geometric_jumps`, the first proposal is the K-means split of the centroids."""
-        proposal = self.proposal(assignment, t)
-        return self.evaluate_jump(archs, assignment, proposal, sizes, rng, t)
-
     def proposal(self, assignment: np.ndarray, t: int) -> np.ndarray:
-        """The partition a jump at iteration `t` proposes (labels aligned to `assignment`)."""
+        """The partition a jump at iteration `t` proposes (labels aligned to `assignment`):
+        with `geometric_jumps`, the K-means split of the centroids in the first round, else
+        the affinity grouping of the measured losses."""
         first_round = t <= self.explore_every  # a function of t: the same after a resume
         if self.geometric_jumps and first_round and self.centroids is not None:
             groups = geometric_partition(self.centroids, self.n_experts, self.ledger.seed)

@@ -151,7 +151,7 @@ def final_check(
                     init=starts[arch.key] if warm and starts is not None else None,
                 ),
             )
-    fits = fit_expert_jobs(task, trainer, list(jobs.values()), executor)
+    fits = fit_expert_jobs(task, trainer, list(jobs.values()), executor, desc="tracking runs")
     by_key = dict(zip(jobs, fits, strict=True))
 
     report_rows, best = [], None
