@@ -548,7 +548,9 @@ def merge_outputs(paths: list[Path], out_dir: Path, tag: str) -> None:
         raise SystemExit(f"a (seed, method) appears twice in {paths}")
     references = {int(k): v for d in parts for k, v in d.get("references", {}).items()}
     meta = dict(parts[0]["meta"])
+    last = max(parts, key=lambda d: max((r["seed"] for r in d["rows"]), default=-1))
     meta |= {
+        "task_summary": last["meta"]["task_summary"],  # the table says "Task (last seed)"
         "tag": tag,
         "seeds": sorted({r["seed"] for r in rows}),
         "methods": list(dict.fromkeys(r["method"] for r in rows)),
