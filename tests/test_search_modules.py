@@ -319,11 +319,12 @@ def test_equal_effort_jumps_train_both_partitions_with_one_set(space, equal_effo
 def test_geometric_jumps_propose_the_centroid_split_in_the_first_round_only(space) -> None:
     """Coarse-to-fine: round one proposes K-means of the centroids, later rounds (and every
     round without the option) the affinity grouping."""
-    from sgem.search.exploration import affinity_groups, align_labels, geometric_partition
+    from sgem.search.exploration import affinity_groups, align_labels
+    from sgem.search.geometry import centroid_kmeans
 
     centroids = np.array([[9.0, 0], [0, 0], [0.1, 0], [0.2, 0], [0.3, 0], [9.1, 0]])
     split = (0, 1, 1, 1, 1, 0)
-    assert canonical_partition(geometric_partition(centroids, 2)) == split
+    assert canonical_partition(centroid_kmeans(centroids, 2, seed=0)) == split
     a, b = _archs(space, 2)
     current = np.array([0, 1, 0, 1, 0, 1])
     for enabled in (True, False):

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-from sklearn.cluster import AgglomerativeClustering, KMeans
+from sklearn.cluster import AgglomerativeClustering
 
 from ..space.arch import Arch, CellSpace
 from ..store import Observation
 from ..surrogate.model import LossModel, Surrogate
 from .architecture import score_pool
 from .config import SearchConfig
+from .geometry import centroid_kmeans
 from .ledger import Job, Ledger, region_value
 
 
@@ -54,14 +55,6 @@ def affinity_groups(losses: np.ndarray, n_groups: int, clip: float | None = None
     np.fill_diagonal(distance, 0.0)
     model = AgglomerativeClustering(n_clusters=n_groups, metric="precomputed", linkage="average")
     return model.fit_predict(distance).astype(np.int64)
-
-
-def geometric_partition(centroids: np.ndarray, n_groups: int, seed: int = 0) -> np.ndarray:
-    """K-means of the cluster centroids into `n_groups` (the coarse, geometry-only split)."""
-    centroids = np.asarray(centroids, dtype=np.float64).reshape(len(centroids), -1)
-    n_groups = int(min(max(n_groups, 1), len(centroids)))
-    model = KMeans(n_clusters=n_groups, n_init=10, random_state=seed)
-    return model.fit_predict(centroids).astype(np.int64)
 
 
 def align_labels(proposal: np.ndarray, current: np.ndarray, n_experts: int) -> np.ndarray:
@@ -315,11 +308,11 @@ class Explorer:
 
     def proposal(self, assignment: np.ndarray, t: int) -> np.ndarray:
         """The partition a jump at iteration `t` proposes (labels aligned to `assignment`):
-        with `geometric_jumps`, the K-means split of the centroids in the first round, else
+        with `geometric_jumps`, the geometry split (`search.geometry`) in the first round, else
         the affinity grouping of the measured losses."""
         first_round = t <= self.explore_every  # a function of t: the same after a resume
         if self.geometric_jumps and first_round and self.centroids is not None:
-            groups = geometric_partition(self.centroids, self.n_experts, self.ledger.seed)
+            groups = centroid_kmeans(self.centroids, self.n_experts, self.ledger.seed)
         else:
             groups = affinity_groups(
                 self.ledger.store.losses, self.n_experts, self.surrogate.clip_value_

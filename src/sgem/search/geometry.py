@@ -1,11 +1,12 @@
 """The geometry split: k-means of the clusters' centroids into K groups, no labels.
 
-One place for it, because two users must agree exactly: the Geometry-routing baseline
-routes by it, and SGEM's return rule always has it as a finalist (`geometry_finalist`), so
+One place for it, because its users must agree exactly: the Geometry-routing baseline
+routes by it, SGEM's return rule always has it as a finalist (`geometry_finalist`), so
 the partition SGEM returns measures at least as well as the baseline's with the same
-architectures. Centroids are the task's `centroids`, else `meta["descriptor_centroids"]`
-(a time-series task clusters in descriptor space), else the mean training input of each
-cluster; they are standardised per feature before k-means.
+architectures, and the coarse-to-fine jumps (`geometric_jumps`) propose it. Centroids are
+the task's `centroids`, else `meta["descriptor_centroids"]` (a time-series task clusters in
+descriptor space), else the mean training input of each cluster; they are standardised per
+feature before k-means.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ def cluster_centroids(task: ClusteredTask) -> np.ndarray:
 
 def geometry_partition(task: ClusteredTask, n_experts: int, seed: int) -> np.ndarray:
     """k-means over the (standardised) cluster centroids into K groups."""
-    c = cluster_centroids(task)
+    return centroid_kmeans(cluster_centroids(task), n_experts, seed)
+
+
+def centroid_kmeans(centroids: np.ndarray, n_experts: int, seed: int) -> np.ndarray:
+    """k-means of (M, ...) centroids, standardised per feature, into K groups: per
+    feature, so that no descriptor dominates the split by its units alone."""
+    c = np.asarray(centroids, dtype=np.float64).reshape(len(centroids), -1)
     if n_experts > len(c):
         raise ValueError(f"cannot group {len(c)} clusters into {n_experts} experts")
     std = c.std(0)
