@@ -232,6 +232,8 @@ def sgem_row(task, cfg: dict, seed: int, trainer, found, length: str) -> dict:
     """SGEM's final stage on a finished search (`finish_sgem`: the champion cell and the
     second look where the config asks for them), as a table row."""
     search_cfg = SearchConfig.from_dict(cfg["search"])
+    # what the search returned, before the final stage's choices (a replay starts here)
+    searched = {"architectures": [a.key for a in found.architectures], "n_trained": found.n_trained}
     final = finish_sgem(  # with length "validation": the finalists' second look first
         task,
         trainer,
@@ -258,6 +260,8 @@ def sgem_row(task, cfg: dict, seed: int, trainer, found, length: str) -> dict:
         "uses_domain_labels": False,
         "search_seconds": round(found.seconds, 3),
         "steps": moe["steps"],
+        "search_architectures": searched["architectures"],
+        "search_n_trained": searched["n_trained"],
     }
     check = found.selection.get("final_check")
     if check is not None:
@@ -267,6 +271,8 @@ def sgem_row(task, cfg: dict, seed: int, trainer, found, length: str) -> dict:
             "tracking_runs": check["tracking_runs"],
             "seconds": check["seconds"],
             "validation_nll": [c["validation_nll"] for c in check["contenders"]],
+            # each expert's tracked cells (validation NLL at the chosen length) and its pick
+            "regions": next(c["regions"] for c in check["contenders"] if c["chosen"]),
         }
     if "final_length" in moe:
         row["final_length"] = [

@@ -81,8 +81,14 @@ def replay_sgem(row: dict, task, cfg: dict, setup: BaselineSetup, seed: int) -> 
             "replaying SGEM's second look needs the search's candidate store, which a "
             "ts_main row does not keep: pass --search-set final_check_partitions=0"
         )
+    if "final_check" in row and "search_architectures" not in row:
+        raise SystemExit(
+            f"seed {seed}: this SGEM row went through a final check that may have changed its "
+            "cells, and it predates `search_architectures` (the search's own cells): replay "
+            "it from a ts_main run made with the current benchmarks/ts_main.py"
+        )
     assignment = np.asarray(row["assignment"], dtype=np.int64)
-    archs = [Arch.from_key(k) for k in row["architectures"]]
+    archs = [Arch.from_key(k) for k in row.get("search_architectures", row["architectures"])]
     found = SearchResult(
         assignment=assignment,
         architectures=archs,
@@ -90,7 +96,7 @@ def replay_sgem(row: dict, task, cfg: dict, setup: BaselineSetup, seed: int) -> 
         trace=[],
         store=ObservationStore(task.n_clusters),
         oracle_match=row.get("oracle_match"),
-        n_trained=row["n_trained"],
+        n_trained=row.get("search_n_trained", row["n_trained"]),
         seconds=row.get("search_seconds", 0.0),
     )
     t0 = time.perf_counter()
