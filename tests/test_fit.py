@@ -5,6 +5,7 @@ before a run directory is claimed."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 
 import sgem
-from sgem.budget import parse_duration, plan_search
+from sgem.budget import final_units, parse_duration, plan_search
 from sgem.cli import main
 from sgem.errors import SgemUserError
 from sgem.fitting import fit_config, infer_kind
@@ -106,6 +107,42 @@ def test_fit_long_format_series_then_forecast(tmp_path) -> None:
     assert 3 < level["s5"] / level["s0"] < 12
 
 
+def test_a_short_budget_makes_the_forecasting_final_stage_cheaper(tmp_path, monkeypatch) -> None:
+    """The forecasting preset's final stage (warm starts + champion cell) does not fit a
+    short budget: the run gives them up, says so in budget_plan.json / result.json, and
+    trains its final experts as planned. The pilot is made slow so the plan is tight on
+    any machine."""
+    import sgem.budget
+
+    rng = np.random.default_rng(1)
+    frames = []
+    for i in range(4):
+        ds = pd.date_range("2020-01-01", periods=150, freq="D")
+        y = (1 + i) * (10 + np.sin(np.arange(150) * 2 * np.pi / 7)) + rng.normal(0, 0.2, 150)
+        frames.append(pd.DataFrame({"unique_id": f"s{i}", "ds": ds, "y": y}))
+    path = tmp_path / "series.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    override = {
+        **TINY,
+        "task": {"n_windows": 200, "n_clusters": 4},
+        "space": {"channels": 4, "n_nodes": 2},
+        "search": {**TINY["search"], "n_experts": 2, "train": {"steps": 10, "batch_size": 32}},
+        "crps_samples": 10,
+    }
+    monkeypatch.setattr(sgem.budget, "pilot_seconds", lambda *a, **k: 2.0)
+    out = tmp_path / "run"
+    model = sgem.fit(path, horizon=7, out=out, progress=False, config=override, time_budget=60)
+    plan = json.loads((out / "budget_plan.json").read_text())
+    assert plan["reduced"][0].startswith("no champion cell") and plan["champion_cells"] == 0
+    assert plan["final_length"] in ("validation", "fixed")
+    assert plan["full_final_stage_needs_seconds"] > 60
+    result = model.result
+    assert result["time_budget"]["reduced"] == plan["reduced"]
+    assert "champion" not in result["selection"]  # no champion cell was trained
+    if plan["final_length"] == "fixed":  # no validation-chosen length was tracked
+        assert not any(result.get("final_length") or [])
+
+
 def test_fit_an_image_folder(tmp_path) -> None:
     from PIL import Image
 
@@ -170,11 +207,42 @@ def test_parse_duration(text, seconds) -> None:
 
 def test_budget_plan_shrinks_the_search_when_time_is_short() -> None:
     cfg = SearchConfig()
-    tight, plan = plan_search(cfg, seconds=20, candidate_seconds=0.2, final_factor=4)
+    final = final_units(cfg, "fixed", data_ratio=1.0) * 0.2  # 2 experts x 600 / 150 steps
+    assert final == pytest.approx(1.6)
+    tight, plan = plan_search(cfg, seconds=20, candidate_seconds=0.2)
     assert tight.n_iterations < cfg.n_iterations and tight.n_init < cfg.n_init
-    assert plan["affordable_trainings"] == int(0.5 * (20 - 0.8) / 0.2)
-    roomy, _ = plan_search(cfg, seconds=10_000, candidate_seconds=0.2, final_factor=4)
+    assert plan["affordable_trainings"] == int(0.5 * (20 - final) / 0.2)
+    assert "reduced" not in plan and tight.final_steps == cfg.final_steps
+    roomy, _ = plan_search(cfg, seconds=10_000, candidate_seconds=0.2)
     assert roomy == cfg
+
+
+def test_budget_plan_makes_the_final_stage_cheaper_when_it_does_not_fit() -> None:
+    """The forecasting presets' final stage (warm starts + a champion cell) costs tens of
+    candidate trainings; a short budget gives up the champion, then warm starts, then the
+    validation-chosen length, then final steps, and says so."""
+    from sgem.budget import FINAL_SHARE, MIN_STEP_FRACTION, apply_plan
+
+    cfg = SearchConfig(n_experts=4, champion_cells=16, final_steps=500)
+    ladder = [
+        final_units(cfg, "validation-warm", 1.2),
+        final_units(replace(cfg, champion_cells=0), "validation-warm", 1.2),
+        final_units(cfg, "validation", 1.2),
+        final_units(cfg, "fixed", 1.2),
+    ]
+    assert ladder == sorted(ladder, reverse=True) and ladder[0] > ladder[1] + 16
+    roomy, plan = plan_search(cfg, 10_000, 1.0, final_length="validation-warm", data_ratio=1.2)
+    assert roomy.champion_cells == 16 and "reduced" not in plan and "final_length" not in plan
+    for seconds, length in ((2 * ladder[1] + 1, "validation-warm"), (30, "fixed"), (4, "fixed")):
+        tight, plan = plan_search(cfg, seconds, 1.0, final_length="validation-warm", data_ratio=1.2)
+        assert tight.champion_cells == 0 and plan["final_length"] == length
+        assert plan["reduced"][0].startswith("no champion cell")
+        needs = plan["full_final_stage_needs_seconds"]
+        assert needs == pytest.approx(ladder[0] / FINAL_SHARE, abs=0.1)
+        assert apply_plan(cfg, plan) == tight  # a resume plans exactly this
+        fits = plan["final_retrain_seconds_estimate"] <= FINAL_SHARE * seconds + 0.1
+        assert fits or tight.final_steps == int(MIN_STEP_FRACTION * cfg.final_steps)
+    assert tight.final_steps < cfg.final_steps  # 4 s: not even a fixed length fits
 
 
 def test_fit_a_regression_table(tmp_path) -> None:
@@ -213,8 +281,8 @@ def test_experts_auto_picks_k_on_validation(table, tmp_path) -> None:
 def test_budget_plan_shortens_candidates_when_even_the_smallest_search_is_too_long() -> None:
     from sgem.budget import MIN_STEP_FRACTION, apply_plan
 
-    cfg = SearchConfig()
-    tight, plan = plan_search(cfg, seconds=5, candidate_seconds=0.5, final_factor=2)
+    cfg = SearchConfig(final_steps=150)  # one candidate training per expert
+    tight, plan = plan_search(cfg, seconds=5, candidate_seconds=0.5)
     assert tight.n_iterations == 1 and tight.train.steps < cfg.train.steps
     assert tight.train.steps >= int(MIN_STEP_FRACTION * cfg.train.steps)
     assert apply_plan(cfg, plan) == tight

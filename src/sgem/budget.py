@@ -8,6 +8,13 @@ bookkeeping cost as much again as the trainings. When even the smallest search (
 minimal initial design, one iteration, the smallest finalisation) does not fit, candidates
 are trained for fewer steps (down to `MIN_STEP_FRACTION`). The search additionally stops
 at the deadline (see `SGEM.fit(deadline=...)`), so a mis-estimate costs quality, never the model.
+
+The final stage is planned first (`final_units`): with validation-chosen lengths, warm
+starts and a champion cell (the forecasting presets) it costs tens of candidate trainings,
+more than a short budget holds. When it would take more than `FINAL_SHARE` of the budget
+it is made cheaper step by step (no champion cell, no warm starts, a fixed length, fewer
+final steps) and the plan says what was given up (`reduced`), so a budget is a budget
+rather than a wish.
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ from .search.config import SearchConfig
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: the shortest candidate training a tight budget may plan, as a fraction of the configured
-#: steps (below it candidates are too short to rank architectures at all)
+#: steps (below it candidates are too short to rank architectures at all); the same floor
+#: for the final experts' steps
 MIN_STEP_FRACTION = 0.2
+#: the largest share of the budget the planned final stage may take
+FINAL_SHARE = 0.5
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -59,16 +69,89 @@ def pilot_seconds(task: ClusteredTask, trainer, space, seed: int, repeats: int =
     return float(np.min(times))
 
 
-def plan_search(
-    cfg: SearchConfig, seconds: float, candidate_seconds: float, final_factor: float
-) -> tuple[SearchConfig, dict]:
-    """A cheaper `cfg` whose trainings fit `seconds`, and the plan's numbers.
+def final_units(
+    cfg: SearchConfig, final_length: str, data_ratio: float, retrain_units: float | None = None
+) -> float:
+    """The final stage's cost in candidate trainings on every cluster (the pilot's unit).
 
-    `final_factor`: the final retrain's cost in candidate trainings (steps and data ratio,
-    times the experts)."""
+    `data_ratio`: (train + validation) / train samples; `retrain_units`: the fixed retrain of
+    every expert when it is set in epochs (else from `final_steps`)."""
+    from .moe.final_length import PLANNING_FACTOR, TRACKING_FACTOR  # torch: only when planning
+
+    k = cfg.n_experts
+    per_network = cfg.final_steps / cfg.train.steps  # a final network, in candidate trainings
+    retrain = retrain_units if retrain_units is not None else k * per_network
+    if retrain_units is None:
+        retrain *= max(1.0, data_ratio / k)
+    if final_length == "fixed":
+        return retrain
+    warm = final_length == "validation-warm"
+    champion = warm and cfg.champion_cells > 0
+    # tracking runs beyond one per expert: the second look's (partition, cell) pairs, and
+    # the champion beside each expert's own cell
+    extra = max(cfg.final_check_partitions * cfg.final_check_archs - 1, 0) + int(champion)
+    units = retrain * (PLANNING_FACTOR + TRACKING_FACTOR * extra)
+    if warm:  # a global network per cell (each expert's and the champion), tracked + refit
+        units += (k + int(champion)) * PLANNING_FACTOR * per_network
+    if champion:  # its random cells, each trained on every cluster like a candidate
+        units += cfg.champion_cells
+    return units
+
+
+def plan_final(
+    cfg: SearchConfig,
+    final_length: str,
+    seconds: float,
+    candidate_seconds: float,
+    data_ratio: float,
+    retrain_units: float | None = None,
+) -> tuple[SearchConfig, str, list[str], float]:
+    """The final stage made cheap enough for `FINAL_SHARE` of `seconds`: (config, final
+    length, what was given up, its cost in candidate trainings). Steps, cheapest loss
+    first: no champion cell, experts trained from scratch, a fixed length, fewer steps."""
+    t = max(candidate_seconds, 1e-4)
+    allowed = FINAL_SHARE * seconds / t
+    reduced: list[str] = []
+
+    def cost() -> float:
+        return final_units(cfg, final_length, data_ratio, retrain_units)
+
+    if cost() > allowed and final_length == "validation-warm" and cfg.champion_cells > 0:
+        cfg = dataclasses.replace(cfg, champion_cells=0)
+        reduced.append("no champion cell (search.champion_cells: 0)")
+    if cost() > allowed and final_length == "validation-warm":
+        final_length = "validation"
+        reduced.append("final experts trained from scratch (final_length: validation)")
+    if cost() > allowed and final_length == "validation":
+        final_length = "fixed"
+        reduced.append(f"a fixed final length of {cfg.final_steps} steps (final_length: fixed)")
+    if cost() > allowed and retrain_units is None:
+        fraction = max(MIN_STEP_FRACTION, allowed / cost())
+        steps = max(1, int(cfg.final_steps * fraction))
+        cfg = dataclasses.replace(cfg, final_steps=steps)
+        reduced.append(f"final experts trained {steps} steps (search.final_steps)")
+    return cfg, final_length, reduced, cost()
+
+
+def plan_search(
+    cfg: SearchConfig,
+    seconds: float,
+    candidate_seconds: float,
+    final_length: str = "fixed",
+    data_ratio: float = 1.0,
+    retrain_units: float | None = None,
+) -> tuple[SearchConfig, dict]:
+    """A cheaper `cfg` whose trainings fit `seconds`, and the plan's numbers: the final
+    stage first (`plan_final`), then the search in the time it leaves. The plan holds
+    `final_length` and `reduced` when the final stage had to be made cheaper."""
+    full_units = final_units(cfg, final_length, data_ratio, retrain_units)
+    configured = cfg
+    cfg, length, reduced, units = plan_final(
+        cfg, final_length, seconds, candidate_seconds, data_ratio, retrain_units
+    )
     k = cfg.n_experts
     t = max(candidate_seconds, 1e-4)
-    final_cost = final_factor * t
+    final_cost = units * t
     search_seconds = max(0.0, seconds - final_cost)
     affordable = 0.5 * search_seconds / t  # half the time for surrogate, routing, overhead
     per_iteration = k * (cfg.acquisitions_per_expert + 1) + 2
@@ -76,6 +159,13 @@ def plan_search(
     n_init = int(np.clip(affordable * 0.25, 2 * k + 2, cfg.n_init))
     iterations = int((affordable - n_init - finalisation) // per_iteration)
     changes: dict = {"n_init": n_init}
+    changes.update(
+        {
+            key: getattr(cfg, key)
+            for key in ("champion_cells", "final_steps")
+            if getattr(cfg, key) != getattr(configured, key)
+        }
+    )
     if iterations < 2:  # tight: spend on iterations, not on the final polish
         changes.update(final_candidates=1, finalist_budget=1, refit_budget=min(2, cfg.refit_budget))
         finalisation = k * 2 + k * changes["refit_budget"]
@@ -93,6 +183,11 @@ def plan_search(
         "affordable_trainings": int(affordable),
         **changes,
     }
+    if reduced:
+        plan["final_length"] = length
+        plan["reduced"] = reduced
+        # a budget that would have kept the configured final stage (and a minimal search)
+        plan["full_final_stage_needs_seconds"] = round(full_units * t / FINAL_SHARE, 1)
     return planned, plan
 
 
@@ -106,7 +201,15 @@ def _apply(cfg: SearchConfig, changes: dict) -> SearchConfig:
     return planned
 
 
-PLAN_KEYS = ("n_init", "n_iterations", "final_candidates", "finalist_budget", "refit_budget")
+PLAN_KEYS = (
+    "n_init",
+    "n_iterations",
+    "final_candidates",
+    "finalist_budget",
+    "refit_budget",
+    "champion_cells",
+    "final_steps",
+)
 
 
 def apply_plan(cfg: SearchConfig, plan: dict) -> SearchConfig:
@@ -114,4 +217,11 @@ def apply_plan(cfg: SearchConfig, plan: dict) -> SearchConfig:
     return _apply(cfg, {k: plan[k] for k in (*PLAN_KEYS, "train_steps") if k in plan})
 
 
-__all__ = ["apply_plan", "parse_duration", "pilot_seconds", "plan_search"]
+__all__ = [
+    "apply_plan",
+    "final_units",
+    "parse_duration",
+    "pilot_seconds",
+    "plan_final",
+    "plan_search",
+]

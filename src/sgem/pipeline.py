@@ -234,7 +234,8 @@ def _execute(
                     search_cfg,
                     seed,
                     final_epochs=cfg.final_epochs,
-                    final_length=cfg.final_length,
+                    # a time budget may have planned a cheaper one (budget.plan_final)
+                    final_length=(plan or {}).get("final_length", cfg.final_length),
                     crps_samples=cfg.crps_samples,  # forecasting tasks only
                     executor=None if isinstance(executor, str) else executor,
                 )
@@ -327,23 +328,28 @@ def _budget_plan(
         trainer = Trainer(task, space, search_cfg.train, device)
         t = pilot_seconds(task, trainer, space, cfg.seed)
         n_fit = len(task.train) + len(task.val)
+        retrain = None
         if cfg.final_epochs:  # epochs over train + val, summed over experts
             batch = min(search_cfg.train.batch_size or n_fit, n_fit)
-            final = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
-        else:
-            final = search_cfg.n_experts * search_cfg.final_steps / search_cfg.train.steps
-            final *= max(1.0, n_fit / len(task.train) / search_cfg.n_experts)
-        if cfg.final_length != "fixed":
-            from .moe.final_length import PLANNING_FACTOR, TRACKING_FACTOR
-
-            # the second look tracks P x A (partition, cell) pairs per expert, one reused
-            extra = search_cfg.final_check_partitions * search_cfg.final_check_archs - 1
-            final *= PLANNING_FACTOR + TRACKING_FACTOR * max(extra, 0)
-            if cfg.final_length == "validation-warm":  # + a global network per cell
-                final *= 2.0
+            retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
         seconds = float(cfg.time_budget) - (time.perf_counter() - start)
-        _, plan = plan_search(search_cfg, seconds, t, final)
+        _, plan = plan_search(
+            search_cfg,
+            seconds,
+            t,
+            final_length=cfg.final_length,
+            data_ratio=n_fit / max(len(task.train), 1),
+            retrain_units=retrain,
+        )
         file.write_text(json.dumps(plan, indent=1))
+    if plan.get("reduced"):
+        log.warning(
+            "time budget %s: the final stage is made cheaper to fit it: %s. A budget of about "
+            "%.0f s would keep the configured one (budget_plan.json).",
+            cfg.time_budget,
+            "; ".join(plan["reduced"]),
+            plan["full_final_stage_needs_seconds"],
+        )
     plan["_started"] = time.perf_counter()  # this process's clock: a resume gets a new budget
     return apply_plan(search_cfg, plan), plan
 
