@@ -344,9 +344,9 @@ def _budget_plan(
         file.write_text(json.dumps(plan, indent=1))
     if plan.get("reduced"):
         log.warning(
-            "time budget %s: the final stage is made cheaper to fit it: %s. A budget of about "
-            "%.0f s would keep the configured one (budget_plan.json).",
-            cfg.time_budget,
+            "time budget %.0f s: the final stage is made cheaper to fit it: %s. A budget of "
+            "about %.0f s would keep the configured one (budget_plan.json).",
+            float(cfg.time_budget),
             "; ".join(plan["reduced"]),
             plan["full_final_stage_needs_seconds"],
         )
