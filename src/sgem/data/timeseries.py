@@ -212,7 +212,8 @@ def make_timeseries_task(
         test=make_split("test"),
         n_clusters=m,
         loss="student_t",
-        oracle_partition=clustered.oracle_partition,
+        # one domain (a user's single file): no known grouping to match, so no oracle
+        oracle_partition=clustered.oracle_partition if len(domains) > 1 else None,
         centroids=None,  # the centroids live in descriptor space: meta["descriptor_centroids"]
         meta=meta,
     )
