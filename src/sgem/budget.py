@@ -20,8 +20,11 @@ rather than a wish.
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import re
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +32,13 @@ from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .random_streams import Stream, stream_rng
 from .search.config import SearchConfig
+
+if TYPE_CHECKING:
+    from .runconfig import RunConfig
+    from .rundir import RunDirectory
+    from .space.arch import CellSpace
+
+log = logging.getLogger(__name__)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: the shortest candidate training a tight budget may plan, as a fraction of the configured
@@ -217,11 +227,75 @@ def apply_plan(cfg: SearchConfig, plan: dict) -> SearchConfig:
     return _apply(cfg, {k: plan[k] for k in (*PLAN_KEYS, "train_steps") if k in plan})
 
 
+PLAN = "budget_plan.json"
+
+
+def deadline(plan: dict | None) -> float | None:
+    """When the EM loop must stop to leave time for the finalisation and the final retrain
+    (a `time.perf_counter()` value), from a budget plan written in this process."""
+    if plan is None:
+        return None
+    t = plan["candidate_seconds"]
+    reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
+    return plan["_started"] + plan["budget_seconds"] - reserve
+
+
+def plan_run(
+    cfg: RunConfig,
+    rundir: RunDirectory,
+    task: ClusteredTask,
+    space: CellSpace,
+    search_cfg: SearchConfig,
+    device: str,
+    start: float,
+) -> tuple[SearchConfig, dict]:
+    """The search config planned to the run's time budget. The plan is written once and
+    reused on resume, so a resumed run searches exactly what the original planned."""
+
+    from .train.trainer import Trainer  # torch: only when a budget is planned
+
+    assert cfg.seed is not None and cfg.time_budget is not None
+    file = rundir.file(PLAN)
+    if file.exists():
+        plan = json.loads(file.read_text())
+    else:
+        trainer = Trainer(task, space, search_cfg.train, device)
+        t = pilot_seconds(task, trainer, space, cfg.seed)
+        n_fit = len(task.train) + len(task.val)
+        retrain = None
+        if cfg.final_epochs:  # epochs over train + val, summed over experts
+            batch = min(search_cfg.train.batch_size or n_fit, n_fit)
+            retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
+        seconds = float(cfg.time_budget) - (time.perf_counter() - start)
+        _, plan = plan_search(
+            search_cfg,
+            seconds,
+            t,
+            final_length=cfg.final_length,
+            data_ratio=n_fit / max(len(task.train), 1),
+            retrain_units=retrain,
+        )
+        file.write_text(json.dumps(plan, indent=1))
+    if plan.get("reduced"):
+        log.warning(
+            "time budget %.0f s: the final stage is made cheaper to fit it: %s. A budget of "
+            "about %.0f s would keep the configured one (budget_plan.json).",
+            float(cfg.time_budget),
+            "; ".join(plan["reduced"]),
+            plan["full_final_stage_needs_seconds"],
+        )
+    plan["_started"] = time.perf_counter()  # this process's clock: a resume gets a new budget
+    return apply_plan(search_cfg, plan), plan
+
+
 __all__ = [
+    "PLAN",
     "apply_plan",
+    "deadline",
     "final_units",
     "parse_duration",
     "pilot_seconds",
     "plan_final",
+    "plan_run",
     "plan_search",
 ]

@@ -10,7 +10,6 @@ API; `resume_experiment` continues an interrupted run from its directory. The pr
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .budget import deadline, plan_run
 from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .executors import make_executor, resolve_executor
@@ -40,7 +40,6 @@ from .runconfig import (
     read_config_file,
 )
 from .rundir import STORE, TRACE, RunDirectory, versions
-from .search.config import SearchConfig
 from .search.sgem import SGEM, SearchResult
 from .store import ObservationStore
 from .train.trainer import resolve_device
@@ -201,7 +200,7 @@ def _execute(
     executor_kind = resolve_executor(executor_kind, device)
     plan = None
     if cfg.time_budget:
-        search_cfg, plan = _budget_plan(cfg, rundir, task, space, search_cfg, device, start)
+        search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
     search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener, device=device)
     try:
         # in-process executors are built by the search from its own trainer
@@ -220,7 +219,7 @@ def _execute(
         )
         try:
             found = search.fit(
-                task, store=store, executor=executor, resume=resume, deadline=_deadline(plan)
+                task, store=store, executor=executor, resume=resume, deadline=deadline(plan)
             )
             # the final MoE: the finalists' second look with the final protocol, then the
             # protocol every method shares (sgem.experiment.finish_sgem); a processes
@@ -290,68 +289,6 @@ def _execute(
     result["wall_seconds"] = round(time.perf_counter() - start, 3)
     rundir.write_result(result)
     return result
-
-
-PLAN = "budget_plan.json"
-
-
-def _deadline(plan: dict | None) -> float | None:
-    """When the EM loop must stop to leave time for the finalisation and the final retrain
-    (a `time.perf_counter()` value), from a budget plan written in this process."""
-    if plan is None:
-        return None
-    t = plan["candidate_seconds"]
-    reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
-    return plan["_started"] + plan["budget_seconds"] - reserve
-
-
-def _budget_plan(
-    cfg: RunConfig,
-    rundir: RunDirectory,
-    task: ClusteredTask,
-    space,
-    search_cfg: SearchConfig,
-    device: str,
-    start: float,
-) -> tuple[SearchConfig, dict]:
-    """The search config planned to the run's time budget. The plan is written once and
-    reused on resume, so a resumed run searches exactly what the original planned."""
-
-    from .budget import apply_plan, pilot_seconds, plan_search
-    from .train.trainer import Trainer
-
-    assert cfg.seed is not None and cfg.time_budget is not None
-    file = rundir.file(PLAN)
-    if file.exists():
-        plan = json.loads(file.read_text())
-    else:
-        trainer = Trainer(task, space, search_cfg.train, device)
-        t = pilot_seconds(task, trainer, space, cfg.seed)
-        n_fit = len(task.train) + len(task.val)
-        retrain = None
-        if cfg.final_epochs:  # epochs over train + val, summed over experts
-            batch = min(search_cfg.train.batch_size or n_fit, n_fit)
-            retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
-        seconds = float(cfg.time_budget) - (time.perf_counter() - start)
-        _, plan = plan_search(
-            search_cfg,
-            seconds,
-            t,
-            final_length=cfg.final_length,
-            data_ratio=n_fit / max(len(task.train), 1),
-            retrain_units=retrain,
-        )
-        file.write_text(json.dumps(plan, indent=1))
-    if plan.get("reduced"):
-        log.warning(
-            "time budget %.0f s: the final stage is made cheaper to fit it: %s. A budget of "
-            "about %.0f s would keep the configured one (budget_plan.json).",
-            float(cfg.time_budget),
-            "; ".join(plan["reduced"]),
-            plan["full_final_stage_needs_seconds"],
-        )
-    plan["_started"] = time.perf_counter()  # this process's clock: a resume gets a new budget
-    return apply_plan(search_cfg, plan), plan
 
 
 def _result_json(
