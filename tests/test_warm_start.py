@@ -143,6 +143,31 @@ def test_the_champion_is_the_baselines_best_single_cell_of_that_budget(task, spa
     assert report["validation_loss"] == min(report["scores"].values())
 
 
+def test_the_champion_trains_on_workers_with_the_same_numbers(task, space, trainer, capsys):
+    """Its cells train side by side on an executor's workers: the scores are those of one
+    training after another here (`trainer.train`), and the bar counts every cell."""
+    from sgem.executors import ProcessExecutor
+    from sgem.progress import shown
+    from sgem.search.champion import champion_cell
+    from sgem.train.losses import region_loss
+
+    _, here = champion_cell(task, trainer, space, 3, seed=4)
+    every = np.ones(task.n_clusters, dtype=bool)
+    ex = ProcessExecutor(task, space, trainer.config, workers=2)
+    try:
+        with shown():
+            cell, there = champion_cell(task, trainer, space, 3, seed=4, executor=ex)
+    finally:
+        ex.close()
+    assert "champion cell: 100%" in capsys.readouterr().err
+    # workers train on one intra-op thread, this process on several: equal to rounding
+    assert cell.key == here["cell"] and there["scores"].keys() == here["scores"].keys()
+    for key, score in here["scores"].items():
+        assert there["scores"][key] == pytest.approx(score, rel=1e-5)
+    direct = trainer.train(cell, every, job_seed(4, cell, every)).losses
+    assert region_loss(direct, every, task.val_cluster_sizes) == here["validation_loss"]
+
+
 def test_the_final_check_offers_the_champion_to_every_region(task, space, trainer):
     from sgem.search.final_check import final_check
     from sgem.store import ObservationStore

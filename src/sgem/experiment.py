@@ -173,7 +173,14 @@ def finish_sgem(
     extra: list[Arch] = []
     champion: dict | None = None
     if rule is not None and rule.warm_start and config.champion_cells > 0:
-        cell, champion = champion_cell(task, trainer, trainer.space, config.champion_cells, seed)
+        cell, champion = champion_cell(
+            task,
+            trainer,
+            trainer.space,
+            config.champion_cells,
+            seed,
+            executor,  # type: ignore[arg-type]
+        )
         extra.append(cell)
     if rule is not None and (config.final_check_partitions > 0 or extra):
         check = final_check(

@@ -7,15 +7,18 @@ little about that; the champion is offered to every expert beside its own cell i
 final check (`final_check(extra_cells=...)`), which keeps, per expert, the cell whose warm
 tracking run validates better. The random cells are drawn from the stream the baselines'
 best-single-cell search uses and trained with the same content-derived seeds, so on a seed
-SGEM's champion of `n` cells is the Geometry baseline's cell of budget `n`.
+SGEM's champion of `n` cells is the Geometry baseline's cell of budget `n`. The cells train
+as independent jobs: on an executor's workers when the caller has one, else here through the
+same `ChunkRunner`, so the numbers never depend on where they ran.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..chunk_runner import ChunkRunner, plan
 from ..data.task import ClusteredTask
-from ..jobs import job_seed
+from ..jobs import ChunkFuture, Deferred, Executor, JobResult, TrainJob, gather, job_seed, submit
 from ..progress import stage_bar
 from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch, CellSpace
@@ -24,22 +27,29 @@ from ..train.trainer import Trainer
 
 
 def champion_cell(
-    task: ClusteredTask, trainer: Trainer, space: CellSpace, n_cells: int, seed: int
+    task: ClusteredTask,
+    trainer: Trainer,
+    space: CellSpace,
+    n_cells: int,
+    seed: int,
+    executor: Executor | None = None,
 ) -> tuple[Arch, dict]:
     """The cell of lowest validation loss on every cluster among `n_cells` random ones
-    (each trained on every cluster, early-stopped as candidates are); (cell, report)."""
+    (each trained on every cluster, early-stopped as candidates are); (cell, report).
+    With `executor` the cells train side by side on its workers."""
     if n_cells < 1:
         raise ValueError(f"need n_cells >= 1, got {n_cells}")
     every = np.ones(task.n_clusters, dtype=bool)
     rng = stream_rng(seed, Stream.BEST_SINGLE_SEARCH)
     cells = list(dict.fromkeys(space.sample_many(n_cells, rng)))
+    jobs = [TrainJob(arch, every, job_seed(seed, arch, every)) for arch in cells]
+    results = _train(task, trainer, space, jobs, executor)
     sizes = task.val_cluster_sizes
     scored = []
-    with stage_bar(len(cells), "champion cell") as bar:
-        for i, arch in enumerate(cells):
-            losses = trainer.train(arch, every, job_seed(seed, arch, every)).losses
-            scored.append((region_loss(losses, every, sizes), i, arch))
-            bar.update()
+    for i, (arch, res) in enumerate(zip(cells, results, strict=True)):
+        if res.losses is None:
+            raise RuntimeError(f"champion cell {arch.key} failed to train:\n{res.error}")
+        scored.append((region_loss(res.losses, every, sizes), i, arch))
     best = min(scored, key=lambda s: (s[0], s[1]))
     report = {
         "cell": best[2].key,
@@ -48,6 +58,29 @@ def champion_cell(
         "scores": {a.key: v for v, _, a in scored},
     }
     return best[2], report
+
+
+def _train(
+    task: ClusteredTask,
+    trainer: Trainer,
+    space: CellSpace,
+    jobs: list[TrainJob],
+    executor: Executor | None,
+) -> list[JobResult]:
+    """One result per job, in job order, the bar advancing chunk by chunk."""
+    if executor is None:
+        runner = ChunkRunner(trainer)
+        chunks = plan(task, space, trainer.config, jobs)
+        futures: list[ChunkFuture] = [Deferred(runner.run, [jobs[i] for i in c]) for c in chunks]
+    else:
+        submission = submit(executor, jobs)
+        chunks, futures = submission.chunks, submission.futures
+    outs = []
+    with stage_bar(len(jobs), "champion cell") as bar:
+        for chunk, future in zip(chunks, futures, strict=True):
+            outs.append(future.result())
+            bar.update(len(chunk))
+    return gather(len(jobs), chunks, outs)
 
 
 __all__ = ["champion_cell"]
