@@ -25,11 +25,9 @@ from sgem.store import (
     SCHEMA_VERSION,
     Observation,
     ObservationStore,
-    StoreError,
-    _classify,
-    check_store_present,
     read_completed,
 )
+from sgem.store_errors import StoreError, _classify, check_store_present
 from sgem.surrogate import Surrogate
 
 M = 4
