@@ -34,6 +34,7 @@ Any scale can be shrunk with --n-windows / --n-clusters / --iterations / --budge
     python benchmarks/ts_main.py --scale offline --seeds 0 1 2 3 4
     python benchmarks/ts_main.py --scale paper --data-dir ~/monash --device cuda
     python benchmarks/ts_main.py --scale offline --files a.tsf b.tsf --seeds 0 1 --tag ab
+    python benchmarks/ts_main.py --scale offline --seeds 0 1 2 3 4 --matched   # both budgets
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ BLOCKS = [
     ("own learnable routing", ["mole"]),
     ("oracle, uses domain labels", ["oracle"]),
 ]
+#: label-free baselines whose search spends `budget` candidate trainings: with --matched
+#: each also runs at SGEM's own number of trainings on the seed, as `<method>@sgem`
+SEARCHING = ["global_single", "random_moe", "geometry", "bestarch_x_k", "nas_moe"]
+MATCHED = "@sgem"
 LABELS = {
     "naive": "Naive",
     "seasonal_naive": "Seasonal naive",
@@ -106,6 +111,15 @@ LABELS = {
     "auto_ets": "AutoETS (statsforecast)",
     "auto_theta": "AutoTheta (statsforecast)",
 }
+
+
+def label(method: str) -> str:
+    """A method's name in the tables (`<method>@sgem`: that baseline at SGEM's budget)."""
+    if method.endswith(MATCHED):
+        base = method.removesuffix(MATCHED)
+        return f"{LABELS.get(base, base)} @ SGEM's trainings"
+    return LABELS.get(method, method)
+
 
 #: The smoke scale: the `ts-offline` preset with this file's overrides, the same run config
 #: as `sgem run ts-offline --config configs/ts-smoke.yaml` (one source for both).
@@ -448,7 +462,12 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     listed = {m for _, ms in BLOCKS for m in ms}
-    blocks = [*BLOCKS, ("other", [m for m in summary if m not in listed])]
+    matched = [m for m in summary if m.endswith(MATCHED)]
+    blocks = [
+        *BLOCKS,
+        ("cluster gate, no domain labels, at SGEM's number of trainings per seed", matched),
+        ("other", [m for m in summary if m not in listed and m not in matched]),
+    ]
     for title, methods in blocks:
         present = [m for m in methods if m in summary]
         if not present:
@@ -457,7 +476,7 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
         for m in present:
             e = summary[m]
             lines.append(
-                f"| {LABELS.get(m, m)} | {fmt(e, 'test_nll')} | {fmt(e, 'test_crps')} | "
+                f"| {label(m)} | {fmt(e, 'test_nll')} | {fmt(e, 'test_crps')} | "
                 f"{fmt(e, 'rel_mase')} | {fmt(e, 'rel_wql')} | "
                 f"{fmt(e, 'oracle_match', 2)} | {e['n_trained']:.0f} | "
                 f"{e['seconds']['mean']:.0f} |"
@@ -486,7 +505,7 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
                 cells = " | ".join(
                     f"{e['per_domain_test_nll'].get(d, float('nan')):.3f}" for d in domains
                 )
-                lines.append(f"| {LABELS.get(m, m)} | {cells} |")
+                lines.append(f"| {label(m)} | {cells} |")
     if comparisons:
         lines += [
             "",
@@ -513,7 +532,7 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
 
         for m, c in comparisons.items():
             lines.append(
-                f"| {LABELS.get(m, m)} | {cell(c.get('test_nll'))} | {cell(c.get('test_crps'))} | "
+                f"| {label(m)} | {cell(c.get('test_nll'))} | {cell(c.get('test_crps'))} | "
                 f"{cell(c.get('rel_mase'))} | {cell(c.get('rel_wql'))} | "
                 f"{wcell(c.get('window_nll'))} | {wcell(c.get('window_crps_cf'))} |"
             )
@@ -607,6 +626,12 @@ def main() -> None:
     p.add_argument("--final-steps", type=int, default=None, help="final retraining steps")
     p.add_argument("--budget", type=int, default=None, help="baseline candidate trainings")
     p.add_argument(
+        "--matched",
+        action="store_true",
+        help="also run each searching label-free baseline in --methods at SGEM's own number "
+        "of candidate trainings on the seed (rows <method>@sgem): both budgets in one table",
+    )
+    p.add_argument(
         "--search-set",
         nargs="+",
         default=None,
@@ -643,6 +668,8 @@ def main() -> None:
         print(md.read_text())
         return
 
+    if args.matched and "sgem" not in args.methods:
+        p.error("--matched runs the baselines at SGEM's number of trainings: add sgem to --methods")
     torch.set_num_threads(args.threads)
     cfg = scale_config(args)
     device = str(resolve_device(cfg.get("device", "cpu")))
@@ -738,6 +765,19 @@ def main() -> None:
                 rows[L].append(row)
                 save(L)
                 report(method, L, row, t0)
+        for L in lengths if args.matched else []:
+            mine = next(r for r in rows[L] if r["seed"] == seed and r["method"] == "sgem")
+            budget = int(mine["n_trained"])
+            matched = baseline_setup({**cfg, "budget": budget}, search_cfg, space, L, device, cache)
+            for method in [m for m in args.methods if m in SEARCHING]:
+                if (seed, method + MATCHED) in done[L]:
+                    continue
+                t0 = time.perf_counter()
+                row = get_baseline(method).fit_evaluate(task, matched, seed)
+                row.update(method=method + MATCHED, seed=seed, budget=budget)
+                rows[L].append(row)
+                save(L)
+                report(method + MATCHED, L, row, t0)
     for L in lengths:
         summary = save(L)
         json_path = out_dir / f"ts_main_{tags[L]}.json"
