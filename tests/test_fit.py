@@ -286,3 +286,31 @@ def test_budget_plan_shortens_candidates_when_even_the_smallest_search_is_too_lo
     assert tight.n_iterations == 1 and tight.train.steps < cfg.train.steps
     assert tight.train.steps >= int(MIN_STEP_FRACTION * cfg.train.steps)
     assert apply_plan(cfg, plan) == tight
+
+
+def test_a_search_past_its_deadline_says_so(caplog):
+    """A time budget that the initial design already used up: the EM loop runs no
+    iteration, the result records it and the user is told (not only result.json)."""
+    import logging
+    import time
+
+    from sgem.data import make_toy_task
+    from sgem.search import SGEM
+    from sgem.space import TabularSpace
+    from sgem.train import TrainConfig
+
+    cfg = SearchConfig(
+        n_iterations=3,
+        n_init=8,
+        pool_size=20,
+        mc_masks=2,
+        routing_steps=5,
+        refit_budget=0,
+        final_candidates=1,
+        train=TrainConfig(steps=20),
+    )
+    search = SGEM(TabularSpace(), cfg, seed=0, progress=False)
+    with caplog.at_level(logging.WARNING, logger="sgem.search.sgem"):
+        result = search.fit(make_toy_task(0), deadline=time.perf_counter())
+    assert result.selection["stopped_at_deadline_after_iteration"] == 0
+    assert "after 0 of 3 iterations" in caplog.text and "initial design alone" in caplog.text

@@ -25,6 +25,7 @@ the uninterrupted result.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,8 @@ from .objective import e_step, hard_routing, objective
 from .pipelined import PipelinedLoop, Proposal, oracle_match, progress_bar, show_row
 from .routing import expected_losses, routing_m_step
 from .selection import canonical_partition, finalise
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -177,6 +180,13 @@ class SGEM:
         last = hard_routing(routing)  # the final iterate's partition: one of the finalists
         final_cfg = cfg
         if stopped_at is not None:  # out of time: the smallest finalisation
+            log.warning(
+                "time budget: the EM loop stopped at its deadline after %d of %d iterations%s; "
+                "a longer --time-budget lets the search run them",
+                stopped_at,
+                cfg.n_iterations,
+                " (the model comes from the initial design alone)" if stopped_at == 0 else "",
+            )
             final_cfg = replace(
                 cfg,
                 n_iterations=max(stopped_at, 1),
