@@ -288,6 +288,8 @@ def sgem_row(task, cfg: dict, seed: int, trainer, found, length: str) -> dict:
             # each expert's tracked cells (validation NLL at the chosen length) and its pick
             "regions": next(c["regions"] for c in check["contenders"] if c["chosen"]),
         }
+    if moe.get("global_networks_test"):  # each cell's global network alone, a reference
+        row["global_networks_test"] = moe["global_networks_test"]
     if "final_length" in moe:
         row["final_length"] = [
             None if f is None else {k: v for k, v in f.items() if k != "curve"}

@@ -195,3 +195,41 @@ def test_the_final_check_offers_the_champion_to_every_region(task, space, traine
         best = min(region["tracked"], key=lambda t: t["best_val_nll"])
         assert region["chosen_arch"] == best["arch"]
     assert set(check.starts) == {own.key, champion.key}
+
+
+def test_each_cells_global_network_is_scored_alone_as_a_reference(task, space, trainer):
+    """With warm starts the report says what one global network of each cell scores on the
+    same test samples (what the experts' specialisation bought); from scratch there is none."""
+    from sgem.pipeline import summarise
+    from sgem.train.losses import per_sample_nll
+
+    cell = _arch(space, 1)
+    archs, assignment = [cell, cell], np.arange(task.n_clusters) % 2
+    rule = resolve_length("validation-warm")
+    starts = global_starts(task, trainer, [cell], 3, steps=6, epochs=None, rule=rule)
+    _, report = train_final_moe(
+        task, trainer, assignment, archs, steps=6, seed=3, length=rule, starts=starts
+    )
+    assert list(report.global_networks_test) == [cell.key]
+    net = trainer.build(cell)
+    net.load_state_dict(starts[cell.key].refit_state)
+    with torch.no_grad():
+        out = net.eval()(torch.as_tensor(task.test.x, dtype=torch.float32))
+    expected = float(per_sample_nll(out, torch.as_tensor(task.test.y), task.loss).mean())
+    assert report.global_networks_test[cell.key]["test_nll"] == pytest.approx(expected)
+    assert "global_networks_test" in report.to_json()
+    _, scratch = train_final_moe(
+        task, trainer, assignment, archs, steps=6, seed=3, length="validation"
+    )
+    assert scratch.global_networks_test is None
+    result = {
+        "task": "t",
+        "seed": 0,
+        "routing": assignment.tolist(),
+        "architecture_keys": [a.key for a in archs],
+        "test_nll": report.test_nll,
+        "n_trained": 0,
+        "wall_seconds": 1.0,
+        "global_networks_test": report.global_networks_test,
+    }
+    assert f"one global network of cell {cell.key} (no experts)" in summarise(result)

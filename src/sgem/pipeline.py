@@ -317,6 +317,8 @@ def _result_json(
             "final_length": moe.get("final_length"),
             # with warm starts: each cell's global network (its tracking run)
             "global_networks": moe.get("global_networks"),
+            # with warm starts: each cell's global network alone on the same test samples
+            "global_networks_test": moe.get("global_networks_test"),
             "failed_trainings": found.failures,
             "search_seconds": round(found.seconds, 3),
             "wall_seconds": round(seconds, 3),
@@ -387,6 +389,11 @@ def summarise(result: dict) -> str:
     lines.append(f"  MoE test NLL: {result['test_nll']:.4f}")
     if result.get("test_crps") is not None:
         lines.append(f"  MoE test CRPS: {result['test_crps']:.4f} (sample-based)")
+    for key, scores in (result.get("global_networks_test") or {}).items():
+        lines.append(
+            f"  reference, one global network of cell {key} (no experts): test NLL "
+            f"{scores['test_nll']:.4f}"
+        )
     lines.append(
         f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
     )

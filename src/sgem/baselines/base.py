@@ -227,6 +227,7 @@ def cluster_moe_result(
     if "global_networks" in moe:  # warm starts: each cell's global network
         nets = moe["global_networks"]
         out["global_networks"] = dict(zip(nets, _length_summary(list(nets.values())), strict=True))
+        out["global_networks_test"] = moe.get("global_networks_test")
     return out | forecast_fields(task, moe.get("forecast")) | (extra or {})
 
 

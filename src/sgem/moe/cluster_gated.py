@@ -80,6 +80,10 @@ class MoEReport:
     forecast: dict | None = None  # MASE / wQL in original units (forecasting tasks)
     #: with warm starts: the global network of each cell (its tracking run's summary)
     global_networks: dict[str, dict | None] | None = None
+    #: with warm starts: each cell's global network alone (no experts) scored on the same
+    #: test samples, a reference for what the experts' specialisation bought; never used
+    #: for any choice
+    global_networks_test: dict[str, dict] | None = None
 
     def to_json(self) -> dict:
         extra: dict = {}
@@ -87,6 +91,8 @@ class MoEReport:
             extra["final_length"] = self.final_length
         if self.global_networks is not None:
             extra["global_networks"] = self.global_networks
+        if self.global_networks_test is not None:
+            extra["global_networks_test"] = self.global_networks_test
         if self.forecast is not None:
             extra["forecast"] = self.forecast
         return extra | {
@@ -280,5 +286,46 @@ def train_final_moe(
         final_length=lengths if rule is not None else None,
         forecast=task_test_scores(out, task),
         global_networks=global_lengths,
+        global_networks_test=_score_global_networks(
+            task,
+            trainer,
+            [a for a in architectures if global_lengths and a.key in global_lengths],
+            starts,
+            x_test,
+            crps_samples,
+            seed,
+        ),
     )
     return moe, report
+
+
+def _score_global_networks(
+    task: ClusteredTask,
+    trainer: Trainer,
+    cells: list[Arch],
+    starts: dict[str, WarmStart],
+    x_test: torch.Tensor,
+    crps_samples: int,
+    seed: int,
+) -> dict[str, dict] | None:
+    """Each distinct cell's global network (refitted on train + validation, what its
+    experts fine-tuned) on every test sample: test NLL, CRPS and accuracy."""
+    if not cells:
+        return None
+    out: dict[str, dict] = {}
+    zeros = np.zeros(len(task.test.y), dtype=int)
+    for arch in dict.fromkeys(cells):
+        with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
+            net = trainer.build(arch)
+        net.load_state_dict(starts[arch.key].refit_state)
+        with torch.no_grad():
+            pred = net.to(trainer.device).eval()(x_test)
+        scores = score_outputs(
+            pred, task.test.y, task.loss, zeros, 1, crps_samples=crps_samples, seed=seed
+        )
+        out[arch.key] = {
+            k: scores[k]
+            for k in ("test_nll", "test_crps", "test_accuracy")
+            if scores[k] is not None
+        }
+    return out
