@@ -52,6 +52,11 @@ def test_run_writes_everything(smoke_run) -> None:
     assert n_complete == result["n_trained"]
     assert (out / "routing.png").stat().st_size > 10_000
     assert (out / "config.yaml").exists()
+    # a reference: one network of each used expert's cell on all clusters, same test samples
+    used = {result["architecture_keys"][k] for k in result["routing"]}
+    assert set(result["global_networks_test"]) == used
+    for scores in result["global_networks_test"].values():
+        assert 0.0 <= scores["test_accuracy"] <= 1.0 and scores["test_nll"] > 0
 
 
 def test_same_seed_same_result(smoke_run, tmp_path) -> None:
@@ -66,6 +71,7 @@ def test_same_seed_same_result(smoke_run, tmp_path) -> None:
         "test_nll",
         "n_trained",
         "region_val_losses",
+        "global_networks_test",
     ):
         assert first[key] == second[key], key
 

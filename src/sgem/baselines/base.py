@@ -29,9 +29,10 @@ from ..data.task import ClusteredTask
 from ..executors import job_seed
 from ..forecast import task_test_scores
 from ..metrics import partition_match
-from ..moe.cluster_gated import evaluate_forecasts, train_final_moe
+from ..moe.cluster_gated import train_final_moe
 from ..moe.expert_fit import steps_for_epochs
 from ..moe.final_length import ValidationLength, adam_length, resolve_length
+from ..moe.scoring import evaluate_forecasts
 from ..search.champion import champion_cell
 from ..space.arch import Arch, CellSpace
 from ..train.losses import per_sample_nll, region_loss

@@ -1,17 +1,13 @@
 """The final Mixture-of-Experts built from a search result."""
 
-from .cluster_gated import (
-    ClusterGatedMoE,
-    MoEReport,
-    evaluate_forecasts,
-    train_final_moe,
-)
+from .cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
 from .expert_fit import steps_for_epochs
 from .learnable_gate import (
     GatedMoEReport,
     LearnableGatedMoE,
     train_learnable_gate_moe,
 )
+from .scoring import evaluate_forecasts
 
 __all__ = [
     "ClusterGatedMoE",

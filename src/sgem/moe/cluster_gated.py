@@ -16,13 +16,14 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from ..forecast import forecast_scores, task_test_scores
+from ..forecast import task_test_scores
 from ..random_streams import expert_seed
 from ..space.arch import Arch
-from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer
 from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
 from .final_length import ValidationLength, resolve_length
+from .reference import score_networks, warm_start_networks
+from .scoring import score_outputs
 from .warm_start import global_starts, needs_warm_start
 
 
@@ -106,69 +107,6 @@ class MoEReport:
             "steps": self.steps,
             "seconds": round(self.seconds, 3),
         }
-
-
-def evaluate_forecasts(
-    output: torch.Tensor, task: ClusteredTask, n_samples: int = 100, seed: int = 0
-) -> dict:
-    """NLL, sample CRPS, closed-form CRPS and per-domain NLL of test forecasts (B, H, 3)."""
-    return forecast_metrics(output, task.test.y, task.test.source, n_samples, seed)
-
-
-def forecast_metrics(
-    output: torch.Tensor,
-    y: np.ndarray,
-    source: np.ndarray | None,
-    n_samples: int = 100,
-    seed: int = 0,
-) -> dict:
-    """NLL, sample CRPS, closed-form CRPS and per-domain NLL of forecasts (B, H, 3) of `y`."""
-    scores = forecast_scores(output, y, n_samples=n_samples, rng=seed)
-    per_domain: dict[int, float] = {}
-    if source is not None:
-        y_t = torch.as_tensor(y, device=output.device)
-        nll = per_sample_nll(output, y_t, "student_t").double().cpu().numpy()
-        for d in np.unique(source):
-            per_domain[int(d)] = float(nll[source == d].mean())
-    return {**scores, "per_domain_nll": per_domain}
-
-
-def score_outputs(
-    out: torch.Tensor,
-    y: np.ndarray,
-    loss: str,
-    expert_of: np.ndarray,
-    n_experts: int,
-    source: np.ndarray | None = None,
-    crps_samples: int = 100,
-    seed: int = 0,
-) -> dict:
-    """The test metrics of result.json from a model's outputs: one function, so a saved and
-    reloaded model scores exactly as the run did."""
-    y_t = torch.as_tensor(y, device=out.device)
-    nll = float(per_sample_nll(out, y_t, loss).mean())
-    acc, per_expert = None, []
-    forecast: dict = {}
-    rmse = None
-    if loss == "student_t":
-        forecast = forecast_metrics(out, y, source, n_samples=crps_samples, seed=seed)
-        err = out[..., 0].double().cpu().numpy() - np.asarray(y, dtype=np.float64)
-        rmse = float(np.sqrt(np.mean(err**2)))
-    if loss == "cross_entropy":
-        correct = (out.argmax(1) == y_t).cpu().numpy()
-        acc = float(correct.mean())
-        for k in range(n_experts):
-            sel = expert_of == k
-            per_expert.append(float(correct[sel].mean()) if sel.any() else None)
-    return {
-        "test_accuracy": acc,
-        "test_nll": nll,
-        "per_expert_test_accuracy": per_expert,
-        "test_crps": forecast.get("crps"),
-        "test_crps_closed_form": forecast.get("crps_closed_form"),
-        "per_domain_test_nll": forecast.get("per_domain_nll", {}),
-        "test_rmse": rmse,
-    }
 
 
 def train_final_moe(
@@ -286,46 +224,14 @@ def train_final_moe(
         final_length=lengths if rule is not None else None,
         forecast=task_test_scores(out, task),
         global_networks=global_lengths,
-        global_networks_test=_score_global_networks(
+        global_networks_test=score_networks(
             task,
             trainer,
-            [a for a in architectures if global_lengths and a.key in global_lengths],
-            starts,
-            x_test,
+            warm_start_networks(trainer, [architectures[k] for k in warm], starts),
             crps_samples,
             seed,
-        ),
+        )
+        if warm
+        else None,
     )
     return moe, report
-
-
-def _score_global_networks(
-    task: ClusteredTask,
-    trainer: Trainer,
-    cells: list[Arch],
-    starts: dict[str, WarmStart],
-    x_test: torch.Tensor,
-    crps_samples: int,
-    seed: int,
-) -> dict[str, dict] | None:
-    """Each distinct cell's global network (refitted on train + validation, what its
-    experts fine-tuned) on every test sample: test NLL, CRPS and accuracy."""
-    if not cells:
-        return None
-    out: dict[str, dict] = {}
-    zeros = np.zeros(len(task.test.y), dtype=int)
-    for arch in dict.fromkeys(cells):
-        with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
-            net = trainer.build(arch)
-        net.load_state_dict(starts[arch.key].refit_state)
-        with torch.no_grad():
-            pred = net.to(trainer.device).eval()(x_test)
-        scores = score_outputs(
-            pred, task.test.y, task.loss, zeros, 1, crps_samples=crps_samples, seed=seed
-        )
-        out[arch.key] = {
-            k: scores[k]
-            for k in ("test_nll", "test_crps", "test_accuracy")
-            if scores[k] is not None
-        }
-    return out

@@ -29,9 +29,9 @@ from ..data.task import Split
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from .artifact import ModelSpec, load_parts
-from .cluster_gated import score_outputs
 from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
+from .scoring import score_outputs
 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 
