@@ -233,3 +233,22 @@ def test_each_cells_global_network_is_scored_alone_as_a_reference(task, space, t
         "global_networks_test": report.global_networks_test,
     }
     assert f"one global network of cell {cell.key} (no experts)" in summarise(result)
+
+
+def test_a_champion_cell_that_fails_to_train_is_left_out(task, space, trainer, monkeypatch):
+    from sgem.search.champion import champion_cell
+
+    _, healthy = champion_cell(task, trainer, space, 3, seed=2)
+    bad = sorted(healthy["scores"], key=healthy["scores"].get)[0]  # the would-be champion
+    real = trainer.train
+
+    def train(arch, mask, seed):
+        if arch.key == bad:
+            raise FloatingPointError("loss became NaN")
+        return real(arch, mask, seed)
+
+    monkeypatch.setattr(trainer, "train", train)
+    cell, report = champion_cell(task, trainer, space, 3, seed=2)
+    assert cell.key != bad and list(report["failed"]) == [bad]
+    assert "loss became NaN" in report["failed"][bad]
+    assert report["scores"] == {k: v for k, v in healthy["scores"].items() if k != bad}

@@ -14,6 +14,8 @@ same `ChunkRunner`, so the numbers never depend on where they ran.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..chunk_runner import ChunkRunner, plan
@@ -24,6 +26,8 @@ from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch, CellSpace
 from ..train.losses import region_loss
 from ..train.trainer import Trainer
+
+log = logging.getLogger(__name__)
 
 
 def champion_cell(
@@ -45,18 +49,22 @@ def champion_cell(
     jobs = [TrainJob(arch, every, job_seed(seed, arch, every)) for arch in cells]
     results = _train(task, trainer, space, jobs, executor)
     sizes = task.val_cluster_sizes
-    scored = []
+    scored, failed = [], {}
     for i, (arch, res) in enumerate(zip(cells, results, strict=True)):
-        if res.losses is None:
-            raise RuntimeError(f"champion cell {arch.key} failed to train:\n{res.error}")
+        if res.losses is None:  # one bad cell must not end a run at its final stage
+            log.warning("champion cell %s failed to train; left out:\n%s", arch.key, res.error)
+            failed[arch.key] = res.error
+            continue
         scored.append((region_loss(res.losses, every, sizes), i, arch))
+    if not scored:
+        raise RuntimeError(f"every champion cell failed to train; the first:\n{results[0].error}")
     best = min(scored, key=lambda s: (s[0], s[1]))
     report = {
         "cell": best[2].key,
         "validation_loss": best[0],
         "trainings": len(cells),
         "scores": {a.key: v for v, _, a in scored},
-    }
+    } | ({"failed": failed} if failed else {})
     return best[2], report
 
 
