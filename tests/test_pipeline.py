@@ -57,6 +57,10 @@ def test_run_writes_everything(smoke_run) -> None:
     assert set(result["global_networks_test"]) == used
     for scores in result["global_networks_test"].values():
         assert 0.0 <= scores["test_accuracy"] <= 1.0 and scores["test_nll"] > 0
+    import sgem
+
+    card = str(sgem.load(out))  # the model card carries them too
+    assert all(f"reference, one network of cell {key}" in card for key in used)
 
 
 def test_same_seed_same_result(smoke_run, tmp_path) -> None:

@@ -26,7 +26,7 @@ from .errors import SgemUserError
 from .executors import make_executor, resolve_executor
 from .experiment import finish_sgem
 from .moe.artifact import save_final_moe
-from .moe.reference import reference_networks
+from .moe.reference import add_references
 from .presets import PRESET_NAMES
 from .progress import shown
 from .runconfig import (
@@ -42,7 +42,6 @@ from .runconfig import (
 )
 from .rundir import STORE, TRACE, RunDirectory, versions
 from .search.sgem import SGEM, SearchResult
-from .space.tabular import TabularSpace
 from .store import ObservationStore
 from .train.trainer import resolve_device
 
@@ -243,19 +242,19 @@ def _execute(
             assert final.search is not None
             found = final.search  # the partition and cells of the final model
             t_ref = time.perf_counter()
-            if final.report.global_networks_test is None and isinstance(search.space, TabularSpace):
-                with shown(progress):  # cheap on a table; warm starts already scored theirs
-                    final.report.global_networks_test = reference_networks(
-                        task,
-                        search.trainer_,
-                        [found.architectures[k] for k in sorted(set(found.assignment.tolist()))],
-                        seed,
-                        steps=search_cfg.final_steps,
-                        epochs=cfg.final_epochs,
-                        length=(plan or {}).get("final_length", cfg.final_length),
-                        crps_samples=cfg.crps_samples,
-                        executor=None if isinstance(executor, str) else executor,
-                    )
+            with shown(progress):  # cheap on a table; warm starts already scored theirs
+                add_references(
+                    final.report,
+                    task,
+                    search.trainer_,
+                    found,
+                    seed,
+                    steps=search_cfg.final_steps,
+                    epochs=cfg.final_epochs,
+                    length=(plan or {}).get("final_length", cfg.final_length),
+                    crps_samples=cfg.crps_samples,
+                    executor=None if isinstance(executor, str) else executor,
+                )
             reference_seconds = time.perf_counter() - t_ref
         finally:
             if not isinstance(executor, str):
@@ -295,6 +294,8 @@ def _execute(
             "target_standardisation": task.meta.get("target_standardisation"),
             "target": task.meta.get("target"),
             "freq": task.meta.get("freq"),
+            # one network of each expert's cell on all clusters, same test samples
+            "reference_networks_test": result.get("global_networks_test"),
         },
     )
     result["model"] = MODEL_DIR

@@ -315,6 +315,10 @@ class SgemModel:
         shown = [f"{m} {s.metrics[m]:.4f}" for m in metric_names if s.metrics.get(m) is not None]
         if shown:
             lines.append("  test: " + ", ".join(shown))
+        for key, ref in (s.info.get("reference_networks_test") or {}).items():
+            scores = [f"{m} {ref[m]:.4f}" for m in metric_names if ref.get(m) is not None]
+            shown_ref = ", ".join(scores)
+            lines.append(f"  reference, one network of cell {key} on all clusters: {shown_ref}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

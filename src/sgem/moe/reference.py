@@ -12,6 +12,7 @@ seen once by the model, and the reference is reported beside it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -20,10 +21,21 @@ from torch import nn
 from ..data.task import ClusteredTask
 from ..jobs import job_seed
 from ..space.arch import Arch
+from ..space.tabular import TabularSpace
 from ..train.trainer import Trainer
 from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
 from .final_length import resolve_length
 from .scoring import score_outputs
+
+if TYPE_CHECKING:
+    from ..search.sgem import SearchResult
+
+
+class _Reported(Protocol):
+    """A final stage's report (`cluster_gated.MoEReport`), as far as references go."""
+
+    global_networks_test: dict[str, dict] | None
+
 
 _KEYS = ("test_nll", "test_crps", "test_accuracy")
 
@@ -92,4 +104,22 @@ def reference_networks(
     return score_networks(task, trainer, networks, crps_samples, seed)
 
 
-__all__ = ["reference_networks", "score_networks", "warm_start_networks"]
+def add_references(
+    report: _Reported,
+    task: ClusteredTask,
+    trainer: Trainer,
+    found: SearchResult,
+    seed: int,
+    **protocol,
+) -> None:
+    """Set `report.global_networks_test` for a run without warm starts on a table (the
+    experts' cells of `found`, trained with `reference_networks(**protocol)`); other runs
+    keep what the final stage scored (warm starts) or nothing (training would be costly)."""
+    if report.global_networks_test is not None or not isinstance(trainer.space, TabularSpace):
+        return
+    used = sorted(set(np.asarray(found.assignment).tolist()))
+    cells = [found.architectures[k] for k in used]
+    report.global_networks_test = reference_networks(task, trainer, cells, seed, **protocol)
+
+
+__all__ = ["add_references", "reference_networks", "score_networks", "warm_start_networks"]
