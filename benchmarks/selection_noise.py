@@ -1,0 +1,152 @@
+"""How far can validation separate SGEM's final choices? The noise floor of 600 windows.
+
+Why: on ts-offline SGEM is ahead of the Geometry baseline (at its own 16 trainings) on
+3 of 5 seeds, and a rule that shrinks SGEM's last choices toward the baseline's (keep the
+champion cell unless a region's own cell is better by more than `z` paired standard errors,
+the one-standard-error rule of CART and glmnet) was a candidate fix. Before building it,
+this reads what the saved runs already hold:
+
+1. per seed, SGEM's and the Geometry baseline's final-protocol validation NLL (each
+   expert's warm tracking run at its chosen length, weighted by its validation windows)
+   against their test NLL, with the paired test difference's standard error over windows:
+   does validation prefer the method test prefers, and are the misses within noise?
+2. per region (from two replays of one partition, SGEM's own cells and the champion cell,
+   `cell_choice_emulation.py`'s inputs): the own-minus-champion margin on validation and on
+   test, and the test margin's paired standard error. The runs keep only the validation
+   mean, so the rule's standard error is estimated from the test windows of the same region
+   (the split is random and stratified, so validation and test windows are exchangeable and
+   of equal size); then the test NLL a `z`-SE rule would have reached, read off exactly
+   (each window is scored by its own expert only), for z in `--z`.
+
+    python benchmarks/selection_noise.py --out benchmarks/results/selection_noise.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from ts_main import build_task, load_task_domains
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def validation_nll(row: dict) -> float | None:
+    """The final model's validation NLL: each expert's tracked best, weighted by its
+    validation windows (None when a row has no validation-chosen lengths)."""
+    lengths = [f for f in row.get("final_length") or [] if f]
+    n = sum(f["n_val"] for f in lengths)
+    return sum(f["best_val_nll"] * f["n_val"] for f in lengths) / n if n else None
+
+
+def paired_se(a: np.ndarray, b: np.ndarray) -> float:
+    d = np.asarray(a) - np.asarray(b)
+    return float(d.std(ddof=1) / np.sqrt(len(d)))
+
+
+def seed_level(rows: list[dict], target: str, other: str) -> list[dict]:
+    """Validation vs test margin of `target` minus `other`, per seed both have."""
+    by = {(r["seed"], r["method"]): r for r in rows}
+    out = []
+    for seed in sorted({r["seed"] for r in rows}):
+        a, b = by.get((seed, target)), by.get((seed, other))
+        if a is None or b is None:
+            continue
+        va, vb = validation_nll(a), validation_nll(b)
+        out.append(
+            {
+                "seed": seed,
+                "val_margin": None if va is None or vb is None else va - vb,
+                "test_margin": a["test_nll"] - b["test_nll"],
+                "test_se": paired_se(a["test_nll_per_window"], b["test_nll_per_window"]),
+            }
+        )
+    return out
+
+
+def region_level(own_path: Path, champion_path: Path, zs: list[float]) -> dict:
+    """Own cell vs champion cell per region (module docstring, item 2)."""
+    own = json.loads(own_path.read_text())
+    champion_rows = json.loads(champion_path.read_text())["rows"]
+    cfg = own["meta"]["config"]
+    domains = load_task_domains(cfg["task"])
+    by = {(r["seed"], r["method"]): r for r in own["rows"]}
+    regions, rules = [], {str(z): [] for z in zs}
+    for champ in champion_rows:
+        seed = champ["seed"]
+        mine = by[(seed, "sgem")]
+        assert mine["assignment"] == champ["assignment"], "the two replays must share a partition"
+        task = build_task(cfg["task"], domains, seed)
+        expert_of = np.asarray(mine["assignment"])[task.test.cluster]
+        a = np.asarray(mine["test_nll_per_window"])
+        b = np.asarray(champ["test_nll_per_window"])
+        picks = {str(z): b.copy() for z in zs}
+        for k, (fa, fb) in enumerate(zip(mine["final_length"], champ["final_length"], strict=True)):
+            inside = expert_of == k
+            if fa is None or fb is None or not inside.any():
+                continue
+            se = paired_se(a[inside], b[inside])
+            val_margin = fa["best_val_nll"] - fb["best_val_nll"]
+            regions.append(
+                {
+                    "seed": seed,
+                    "expert": k,
+                    "own_cell": mine["architectures"][k],
+                    "test_windows": int(inside.sum()),
+                    "val_margin": val_margin,
+                    "test_margin": float((a[inside] - b[inside]).mean()),
+                    "se_estimate": se,
+                }
+            )
+            for z in zs:  # own cell only when better by more than z standard errors
+                if val_margin < -z * se:
+                    picks[str(z)][inside] = a[inside]
+        for z in zs:
+            rules[str(z)].append(float(picks[str(z)].mean()))
+    agree = sum(np.sign(r["val_margin"]) == np.sign(r["test_margin"]) for r in regions)
+    return {
+        "regions": regions,
+        "sign_agreement": f"{agree}/{len(regions)}",
+        "test_nll_by_z": rules,
+        "seeds": [c["seed"] for c in champion_rows],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", default=str(RESULTS / "ts_main_offline-stop25.json"))
+    p.add_argument("--own", default=str(RESULTS / "ts_main_offline-es-warm.json"))
+    p.add_argument(
+        "--champion",
+        default=str(RESULTS / "ts_main_offline-es-warm-sgem-partition-geometry-cells.json"),
+    )
+    p.add_argument("--z", type=float, nargs="+", default=[0.0, 0.5, 1.0])
+    p.add_argument("--out", default=str(RESULTS / "selection_noise.json"))
+    args = p.parse_args()
+    rows = json.loads(Path(args.runs).read_text())["rows"]
+    seeds = seed_level(rows, "sgem", "geometry")
+    print("SGEM minus Geometry (16 trainings), final protocol:")
+    for s in seeds:
+        print(
+            f"  seed {s['seed']}: validation {s['val_margin']:+.4f}  test {s['test_margin']:+.4f}"
+            f" (paired SE over windows {s['test_se']:.4f})"
+        )
+    regions = region_level(Path(args.own), Path(args.champion), args.z)
+    print("own cell minus champion cell, per region (SE estimated on the test windows):")
+    for r in regions["regions"]:
+        print(
+            f"  seed {r['seed']} expert {r['expert']}: validation {r['val_margin']:+.4f}  "
+            f"test {r['test_margin']:+.4f}  SE {r['se_estimate']:.4f}  ({r['test_windows']})"
+        )
+    print(f"sign agreement validation vs test: {regions['sign_agreement']}")
+    for z, nll in regions["test_nll_by_z"].items():
+        print(f"  z = {z}: test NLL per seed {[round(v, 4) for v in nll]}")
+    out = {"runs": args.runs, "seed_level": seeds, "region_level": regions, "z": args.z}
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()
