@@ -28,12 +28,15 @@ Scales:
   paper    the `ts-paper` preset: real Monash files (--data-dir), 40,000 windows, M = 30,
            final retrain 50 epochs; for a GPU (--device cuda)
 Any scale can be shrunk with --n-windows / --n-clusters / --iterations / --budget /
---steps / --final-steps; the JSON records the exact effective configuration.
+--steps / --final-steps, and --context / --horizon set the window (short quarterly or
+yearly series have too few windows of 96 + 24); the JSON records the exact effective
+configuration.
 
     python benchmarks/ts_main.py --scale smoke --seeds 0
     python benchmarks/ts_main.py --scale offline --seeds 0 1 2 3 4
     python benchmarks/ts_main.py --scale paper --data-dir ~/monash --device cuda
     python benchmarks/ts_main.py --scale offline --files a.tsf b.tsf --seeds 0 1 --tag ab
+    python benchmarks/ts_main.py --scale offline --files q.tsf y.tsf --context 24 --horizon 8
     python benchmarks/ts_main.py --scale offline --seeds 0 1 2 3 4 --matched   # both budgets
 """
 
@@ -143,6 +146,10 @@ def scale_config(args: argparse.Namespace) -> dict:
         cfg["task"]["n_windows"] = args.n_windows
     if args.n_clusters:
         cfg["task"]["n_clusters"] = args.n_clusters
+    if args.context:  # short series (quarterly, yearly) need a shorter window
+        cfg["task"]["context"] = args.context
+    if args.horizon:
+        cfg["task"]["horizon"] = args.horizon
     if args.iterations:
         cfg["search"]["n_iterations"] = args.iterations
     if args.n_init:
@@ -595,7 +602,7 @@ def merge_outputs(paths: list[Path], out_dir: Path, tag: str) -> None:
     print((out_dir / f"ts_main_{tag}.md").read_text())
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--scale", choices=["smoke", "offline", "paper"], default="smoke")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -622,6 +629,8 @@ def main() -> None:
     p.add_argument("--device", default=None, help="cpu, cuda or auto (default: the preset's)")
     p.add_argument("--n-windows", type=int, default=None)
     p.add_argument("--n-clusters", type=int, default=None)
+    p.add_argument("--context", type=int, default=None, help="context length L (default 96)")
+    p.add_argument("--horizon", type=int, default=None, help="forecast horizon H (default 24)")
     p.add_argument("--iterations", type=int, default=None, help="SGEM EM iterations")
     p.add_argument("--n-init", type=int, default=None, help="SGEM initial observations")
     p.add_argument("--steps", type=int, default=None, help="candidate training steps")
@@ -652,6 +661,11 @@ def main() -> None:
         metavar="JSON",
         help="merge these outputs (e.g. one process per seed or method) into ts_main_<tag>",
     )
+    return p
+
+
+def main() -> None:
+    p = build_parser()
     args = p.parse_args()
     if args.merge:
         merge_outputs([Path(f) for f in args.merge], Path(args.out), args.tag or "merged")

@@ -37,3 +37,17 @@ def test_matched_rows_spend_sgems_trainings_and_are_paired(tmp_path):
 def test_matched_needs_sgem_in_the_methods(tmp_path):
     done = _run("--methods", "geometry", "--matched", "--out", str(tmp_path))
     assert done.returncode == 2 and "add sgem to --methods" in done.stderr
+
+
+def test_context_and_horizon_flags_reach_the_task():
+    """Short series (quarterly, yearly) need a shorter window than the preset's 96 + 24."""
+    sys.path.insert(0, str(SCRIPT.parent))  # ts_main imports `scaling` beside it
+    try:
+        import ts_main
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    args = ts_main.build_parser().parse_args(["--context", "32", "--horizon", "8"])
+    task = ts_main.scale_config(args)["task"]
+    assert (task["context"], task["horizon"]) == (32, 8)
+    default = ts_main.scale_config(ts_main.build_parser().parse_args([]))["task"]
+    assert (default["context"], default["horizon"]) == (96, 24)
