@@ -217,6 +217,26 @@ def test_budget_plan_shrinks_the_search_when_time_is_short() -> None:
     assert roomy == cfg
 
 
+def test_budget_prices_the_reference_networks_of_a_table() -> None:
+    """Tables without warm starts also train one network of each expert's cell on every
+    cluster (`sgem.moe.reference`): k networks on all of train + validation, tracked too
+    under a validation-chosen length; warm starts score theirs for free."""
+    from sgem.moe.final_length import PLANNING_FACTOR
+
+    cfg = SearchConfig()  # 2 experts, 600 final steps, 150 candidate steps: 4 units each
+    for length, factor in (("fixed", 1.0), ("validation", PLANNING_FACTOR)):
+        extra = final_units(cfg, length, 1.25, references=True) - final_units(cfg, length, 1.25)
+        assert extra == pytest.approx(2 * 4 * 1.25 * factor)
+    warm = SearchConfig(champion_cells=0)
+    assert final_units(warm, "validation-warm", 1.25, references=True) == final_units(
+        warm, "validation-warm", 1.25
+    )
+    _, plain = plan_search(cfg, seconds=60, candidate_seconds=0.2, data_ratio=1.25)
+    _, priced = plan_search(cfg, 60, 0.2, data_ratio=1.25, references=True)
+    assert priced["final_retrain_seconds_estimate"] > plain["final_retrain_seconds_estimate"]
+    assert priced["affordable_trainings"] < plain["affordable_trainings"]
+
+
 def test_budget_plan_makes_the_final_stage_cheaper_when_it_does_not_fit() -> None:
     """The forecasting presets' final stage (warm starts + a champion cell) costs tens of
     candidate trainings; a short budget gives up the champion, then warm starts, then the

@@ -80,12 +80,18 @@ def pilot_seconds(task: ClusteredTask, trainer, space, seed: int, repeats: int =
 
 
 def final_units(
-    cfg: SearchConfig, final_length: str, data_ratio: float, retrain_units: float | None = None
+    cfg: SearchConfig,
+    final_length: str,
+    data_ratio: float,
+    retrain_units: float | None = None,
+    references: bool = False,
 ) -> float:
     """The final stage's cost in candidate trainings on every cluster (the pilot's unit).
 
     `data_ratio`: (train + validation) / train samples; `retrain_units`: the fixed retrain of
-    every expert when it is set in epochs (else from `final_steps`)."""
+    every expert when it is set in epochs (else from `final_steps`); `references`: one
+    network of each expert's cell is also trained on every cluster with the final protocol
+    (`sgem.moe.reference`: tables without warm starts)."""
     from .moe.final_length import PLANNING_FACTOR, TRACKING_FACTOR  # torch: only when planning
 
     k = cfg.n_experts
@@ -93,9 +99,14 @@ def final_units(
     retrain = retrain_units if retrain_units is not None else k * per_network
     if retrain_units is None:
         retrain *= max(1.0, data_ratio / k)
-    if final_length == "fixed":
-        return retrain
     warm = final_length == "validation-warm"
+    # a reference network sees every cluster: k of them cost k retrains of all the data
+    reference = 0.0
+    if references and not warm:
+        every = retrain_units if retrain_units is not None else per_network * data_ratio
+        reference = k * every * (1.0 if final_length == "fixed" else PLANNING_FACTOR)
+    if final_length == "fixed":
+        return retrain + reference
     champion = warm and cfg.champion_cells > 0
     # tracking runs beyond one per expert: the second look's (partition, cell) pairs, and
     # the champion beside each expert's own cell
@@ -105,7 +116,7 @@ def final_units(
         units += (k + int(champion)) * PLANNING_FACTOR * per_network
     if champion:  # its random cells, each trained on every cluster like a candidate
         units += cfg.champion_cells
-    return units
+    return units + reference
 
 
 def plan_final(
@@ -115,6 +126,7 @@ def plan_final(
     candidate_seconds: float,
     data_ratio: float,
     retrain_units: float | None = None,
+    references: bool = False,
 ) -> tuple[SearchConfig, str, list[str], float]:
     """The final stage made cheap enough for `FINAL_SHARE` of `seconds`: (config, final
     length, what was given up, its cost in candidate trainings). Steps, cheapest loss
@@ -124,7 +136,7 @@ def plan_final(
     reduced: list[str] = []
 
     def cost() -> float:
-        return final_units(cfg, final_length, data_ratio, retrain_units)
+        return final_units(cfg, final_length, data_ratio, retrain_units, references)
 
     if cost() > allowed and final_length == "validation-warm" and cfg.champion_cells > 0:
         cfg = dataclasses.replace(cfg, champion_cells=0)
@@ -150,14 +162,15 @@ def plan_search(
     final_length: str = "fixed",
     data_ratio: float = 1.0,
     retrain_units: float | None = None,
+    references: bool = False,
 ) -> tuple[SearchConfig, dict]:
     """A cheaper `cfg` whose trainings fit `seconds`, and the plan's numbers: the final
     stage first (`plan_final`), then the search in the time it leaves. The plan holds
     `final_length` and `reduced` when the final stage had to be made cheaper."""
-    full_units = final_units(cfg, final_length, data_ratio, retrain_units)
+    full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
     configured = cfg
     cfg, length, reduced, units = plan_final(
-        cfg, final_length, seconds, candidate_seconds, data_ratio, retrain_units
+        cfg, final_length, seconds, candidate_seconds, data_ratio, retrain_units, references
     )
     k = cfg.n_experts
     t = max(candidate_seconds, 1e-4)
@@ -252,7 +265,8 @@ def plan_run(
     """The search config planned to the run's time budget. The plan is written once and
     reused on resume, so a resumed run searches exactly what the original planned."""
 
-    from .train.trainer import Trainer  # torch: only when a budget is planned
+    from .space.tabular import TabularSpace  # torch: only when a budget is planned
+    from .train.trainer import Trainer
 
     assert cfg.seed is not None and cfg.time_budget is not None
     file = rundir.file(PLAN)
@@ -274,6 +288,7 @@ def plan_run(
             final_length=cfg.final_length,
             data_ratio=n_fit / max(len(task.train), 1),
             retrain_units=retrain,
+            references=isinstance(space, TabularSpace),  # `sgem.moe.reference` trains them
         )
         file.write_text(json.dumps(plan, indent=1))
     if plan.get("reduced"):
