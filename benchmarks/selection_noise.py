@@ -17,6 +17,10 @@ this reads what the saved runs already hold:
    (the split is random and stratified, so validation and test windows are exchangeable and
    of equal size); then the test NLL a `z`-SE rule would have reached, read off exactly
    (each window is scored by its own expert only), for z in `--z`.
+3. per region of the geometry partition, the same for two champion cells: the Geometry
+   baseline's winner of 16 random cells and its winner of ~141 (`--large`, the
+   matched-budget run): would offering an expert more than one champion, each judged on the
+   region's validation windows, pick the better one?
 
     python benchmarks/selection_noise.py --out benchmarks/results/selection_noise.json
 """
@@ -114,6 +118,49 @@ def region_level(own_path: Path, champion_path: Path, zs: list[float]) -> dict:
     }
 
 
+def cell_pairs(small_path: Path, large_path: Path, method: str = "geometry") -> dict:
+    """Per region, the large-budget winner minus the small-budget winner on validation and
+    test, and the test NLL of choosing per region on validation (module docstring, item 3)."""
+    small_data = json.loads(small_path.read_text())
+    small = {r["seed"]: r for r in small_data["rows"] if r["method"] == method}
+    large = {
+        r["seed"]: r for r in json.loads(large_path.read_text())["rows"] if r["method"] == method
+    }
+    cfg = small_data["meta"]["config"]
+    domains = load_task_domains(cfg["task"])
+    regions, seeds = [], {}
+    for seed in sorted(set(small) & set(large)):
+        a, b = small[seed], large[seed]
+        assert a["assignment"] == b["assignment"], "both budgets route by the same geometry"
+        task = build_task(cfg["task"], domains, seed)
+        expert_of = np.asarray(a["assignment"])[task.test.cluster]
+        p, q = np.asarray(a["test_nll_per_window"]), np.asarray(b["test_nll_per_window"])
+        choice = p.copy()
+        for k, (fa, fb) in enumerate(zip(a["final_length"], b["final_length"], strict=True)):
+            inside = expert_of == k
+            if fa is None or fb is None or not inside.any():
+                continue
+            val_margin = fb["best_val_nll"] - fa["best_val_nll"]
+            if val_margin < 0:
+                choice[inside] = q[inside]
+            regions.append(
+                {
+                    "seed": seed,
+                    "expert": k,
+                    "val_windows": fa["n_val"],
+                    "val_margin": val_margin,
+                    "test_margin": float((q[inside] - p[inside]).mean()),
+                }
+            )
+        seeds[str(seed)] = {
+            "small": float(p.mean()),
+            "large": float(q.mean()),
+            "per_region_choice": float(choice.mean()),
+        }
+    agree = sum(np.sign(r["val_margin"]) == np.sign(r["test_margin"]) for r in regions)
+    return {"regions": regions, "sign_agreement": f"{agree}/{len(regions)}", "seeds": seeds}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", default=str(RESULTS / "ts_main_offline-stop25.json"))
@@ -122,6 +169,7 @@ def main() -> None:
         "--champion",
         default=str(RESULTS / "ts_main_offline-es-warm-sgem-partition-geometry-cells.json"),
     )
+    p.add_argument("--large", default=str(RESULTS / "ts_main_offline-b141.json"))
     p.add_argument("--z", type=float, nargs="+", default=[0.0, 0.5, 1.0])
     p.add_argument("--out", default=str(RESULTS / "selection_noise.json"))
     args = p.parse_args()
@@ -143,7 +191,23 @@ def main() -> None:
     print(f"sign agreement validation vs test: {regions['sign_agreement']}")
     for z, nll in regions["test_nll_by_z"].items():
         print(f"  z = {z}: test NLL per seed {[round(v, 4) for v in nll]}")
-    out = {"runs": args.runs, "seed_level": seeds, "region_level": regions, "z": args.z}
+    pairs = cell_pairs(Path(args.runs), Path(args.large))
+    print("Geometry's 141-cell winner minus its 16-cell winner, per region:")
+    for r in pairs["regions"]:
+        print(
+            f"  seed {r['seed']} expert {r['expert']}: validation {r['val_margin']:+.4f}  "
+            f"test {r['test_margin']:+.4f}  ({r['val_windows']} validation windows)"
+        )
+    print(f"sign agreement validation vs test: {pairs['sign_agreement']}")
+    for seed, v in pairs["seeds"].items():
+        print(f"  seed {seed}: " + "  ".join(f"{k} {x:.4f}" for k, x in v.items()))
+    out = {
+        "runs": args.runs,
+        "seed_level": seeds,
+        "region_level": regions,
+        "z": args.z,
+        "champion_pairs": pairs,
+    }
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"saved {args.out}")
 
