@@ -455,9 +455,15 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
             else ""
         )
         + (
+            ", or rather: each network early-stopped on validation and kept as it is (trained "
+            "on the training samples only, no refit)"
+            if str(cfg.get("final_length")).endswith("-norefit")
+            else ""
+        )
+        + (
             "; every routed expert fine-tunes a global network of its cell (warm start, "
             "`sgem.moe.warm_start`; K = 1 unchanged)"
-            if cfg.get("final_length") == "validation-warm"
+            if str(cfg.get("final_length")).startswith("validation-warm")
             else ""
         )
         + f". Device {meta['device']}, "

@@ -185,3 +185,49 @@ def test_baselines_use_the_validation_length_alike(task, space):
     assert 1 <= lin["steps"] <= round(40 * (n_tr + n_va) / n_tr)
     with pytest.raises(ValueError, match="unknown final length"):
         dataclasses.replace(setup, final_length="long")
+
+
+def test_norefit_names_resolve():
+    assert resolve_length("validation-norefit") == ValidationLength(refit=False)
+    warm = resolve_length("validation-warm-norefit")
+    assert warm == ValidationLength(warm_start=True, refit=False)
+    assert resolve_length("validation-warm") == ValidationLength(warm_start=True)
+
+
+def test_norefit_keeps_the_tracked_network_as_the_final_expert(task, space, trainer):
+    """Without a refit each expert IS its tracking run's network at the best step: trained on
+    the region's training samples only, so it scores on validation what the run reported."""
+    archs = [_arch(space, 1), _arch(space, 2)]
+    assignment = np.arange(task.n_clusters) % 2
+    for length in ("validation-norefit", "validation-warm-norefit"):
+        moe, report = train_final_moe(
+            task, trainer, assignment, archs, steps=8, seed=0, length=length
+        )
+        info = report.to_json()["final_length"]
+        for k, f in enumerate(info):
+            assert report.steps[k] == f["best_step"]  # no refit: the steps it was tracked for
+            va = torch.as_tensor(assignment[task.val.cluster] == k)
+            expert = moe.experts[k].eval()
+            with torch.no_grad():
+                out = trainer.predict(expert, trainer.x_val[va])
+                nll = float(per_sample_nll(out, trainer.y_val[va], "student_t").double().mean())
+            assert nll == pytest.approx(f["best_val_nll"], rel=1e-5, abs=1e-6)
+
+
+def test_norefit_reaches_the_direct_forecasters(task, space):
+    setup = BaselineSetup(
+        space=space,
+        train=short_train(),
+        n_experts=2,
+        budget=2,
+        final_steps=10,
+        crps_samples=20,
+        final_length="validation-norefit",
+    )
+    kept = get_baseline("dlinear").fit_evaluate(task, setup, seed=0)
+    refit_setup = dataclasses.replace(setup, final_length="validation", cache={})
+    refit = get_baseline("dlinear").fit_evaluate(task, refit_setup, seed=0)
+    n_tr, n_va = len(task.train), len(task.val)
+    # the same tracking run: the refit scales its best step, the kept network is at it
+    assert refit["steps"] == round(kept["steps"] * (n_tr + n_va) / n_tr)
+    assert kept["test_nll"] != refit["test_nll"]

@@ -334,3 +334,19 @@ def test_a_search_past_its_deadline_says_so(caplog):
         result = search.fit(make_toy_task(0), deadline=time.perf_counter())
     assert result.selection["stopped_at_deadline_after_iteration"] == 0
     assert "after 0 of 3 iterations" in caplog.text and "initial design alone" in caplog.text
+
+
+def test_budget_prices_and_reduces_the_norefit_lengths() -> None:
+    """Keeping the tracked networks (no refit) costs less than refitting them, and a short
+    budget steps down from warm starts to scratch to a fixed length in that family too."""
+    cfg = SearchConfig(n_experts=4, champion_cells=16, final_steps=500)
+    for length in ("validation", "validation-warm"):
+        assert final_units(cfg, f"{length}-norefit", 1.2) < final_units(cfg, length, 1.2)
+    assert final_units(replace(cfg, champion_cells=0), "validation-warm-norefit", 1.2) > (
+        final_units(cfg, "validation-norefit", 1.2)
+    )
+    seconds = final_units(cfg, "validation-norefit", 1.2) * 2 + 1  # scratch fits, warm not
+    tight, plan = plan_search(cfg, seconds, 1.0, final_length="validation-warm-norefit")
+    assert plan["final_length"] == "validation-norefit" and tight.champion_cells == 0
+    _, plan = plan_search(cfg, 4, 1.0, final_length="validation-warm-norefit")
+    assert plan["final_length"] == "fixed"

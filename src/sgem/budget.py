@@ -99,21 +99,23 @@ def final_units(
     retrain = retrain_units if retrain_units is not None else k * per_network
     if retrain_units is None:
         retrain *= max(1.0, data_ratio / k)
-    warm = final_length == "validation-warm"
+    warm = final_length.startswith("validation-warm")
+    # a validation-chosen network: its tracking run, and the refit unless it is kept as is
+    chosen = TRACKING_FACTOR if final_length.endswith("-norefit") else PLANNING_FACTOR
     # a reference network sees every cluster: k of them cost k retrains of all the data
     reference = 0.0
     if references and not warm:
         every = retrain_units if retrain_units is not None else per_network * data_ratio
-        reference = k * every * (1.0 if final_length == "fixed" else PLANNING_FACTOR)
+        reference = k * every * (1.0 if final_length == "fixed" else chosen)
     if final_length == "fixed":
         return retrain + reference
     champion = warm and cfg.champion_cells > 0
     # tracking runs beyond one per expert: the second look's (partition, cell) pairs, and
     # the champion beside each expert's own cell
     extra = max(cfg.final_check_partitions * cfg.final_check_archs - 1, 0) + int(champion)
-    units = retrain * (PLANNING_FACTOR + TRACKING_FACTOR * extra)
+    units = retrain * (chosen + TRACKING_FACTOR * extra)
     if warm:  # a global network per cell (each expert's and the champion), tracked + refit
-        units += (k + int(champion)) * PLANNING_FACTOR * per_network
+        units += (k + int(champion)) * chosen * per_network
     if champion:  # its random cells, each trained on every cluster like a candidate
         units += cfg.champion_cells
     return units + reference
@@ -138,13 +140,14 @@ def plan_final(
     def cost() -> float:
         return final_units(cfg, final_length, data_ratio, retrain_units, references)
 
-    if cost() > allowed and final_length == "validation-warm" and cfg.champion_cells > 0:
+    warm = final_length.startswith("validation-warm")
+    if cost() > allowed and warm and cfg.champion_cells > 0:
         cfg = dataclasses.replace(cfg, champion_cells=0)
         reduced.append("no champion cell (search.champion_cells: 0)")
-    if cost() > allowed and final_length == "validation-warm":
-        final_length = "validation"
-        reduced.append("final experts trained from scratch (final_length: validation)")
-    if cost() > allowed and final_length == "validation":
+    if cost() > allowed and warm:
+        final_length = final_length.replace("validation-warm", "validation")
+        reduced.append(f"final experts trained from scratch (final_length: {final_length})")
+    if cost() > allowed and final_length.startswith("validation"):
         final_length = "fixed"
         reduced.append(f"a fixed final length of {cfg.final_steps} steps (final_length: fixed)")
     if cost() > allowed and retrain_units is None:

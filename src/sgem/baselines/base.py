@@ -337,8 +337,20 @@ def fit_network(
             else steps_for_epochs(n_tr, setup.final_epochs, setup.train.batch_size)
         )
         choice = adam_length(
-            model, x[:n_tr], y[:n_tr], x[n_tr:], y[n_tr:], seed, base, rule, make_step
+            model,
+            x[:n_tr],
+            y[:n_tr],
+            x[n_tr:],
+            y[n_tr:],
+            seed,
+            base,
+            rule,
+            make_step,
+            keep_best_state=not rule.refit,
         )
+        if not rule.refit and choice.best_state is not None:  # the tracked network is final
+            model.load_state_dict(choice.best_state)
+            return model.eval(), choice.best_step
         steps = choice.refit_steps
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)

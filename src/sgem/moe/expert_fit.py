@@ -131,12 +131,21 @@ def fit_expert(
         if job.epochs is None
         else steps_for_epochs(int(sel.sum()), job.epochs, trainer.config.batch_size)
     )
-    length = job.known_length
+    keep_tracked = job.rule is not None and not job.rule.refit
+    # without a refit the final network is the tracked one: track again to have its weights
+    length = None if keep_tracked else job.known_length
     track_state = None
     if length is None and job.rule is not None:
         choice = _validation_length(task, trainer, job, x, y)
         if choice is not None:
             length, track_state = choice.to_json(), choice.best_state
+    if keep_tracked and track_state is not None and length is not None:
+        if job.track_only:
+            return ExpertFit(int(length["best_step"]), length, track_state=track_state)
+        with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
+            module = trainer.build(job.arch)
+        module.load_state_dict(track_state)
+        return ExpertFit(int(length["best_step"]), length, module=module, track_state=track_state)
     if length is not None:
         k_steps = int(length["refit_steps"])
     elif job.init is not None:  # nothing to choose a fine-tuning length on: keep the start
@@ -208,5 +217,5 @@ def _validation_length(
         base,
         job.rule,
         init_state=job.init.track_state if job.init is not None else None,
-        keep_best_state=job.keep_track_state,
+        keep_best_state=job.keep_track_state or not job.rule.refit,
     )

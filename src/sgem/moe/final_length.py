@@ -24,6 +24,13 @@ each expert's tracking run fine-tunes that network's best state on its region, s
 before the first step too, so "no fine-tuning" (0 steps) is a possible choice; the refit
 fine-tunes the global network refitted on train + validation for the chosen length.
 
+`"validation-norefit"` / `"validation-warm-norefit"` skip step 3: the final network IS the
+tracking run's network at its best step (trained on the training samples only, as AutoGluon
+does without `refit_full` and GluonTS always does). Why offer it: a refit is one more
+training run, not the one validation scored, and on ts-offline it is where some cells lose
+what validation saw (benchmarks/refit_diagnosis.py: the same expert tested 0.106 NLL worse
+refitted than tracked, while another cell's refit was neutral).
+
 Caveat: with a cosine schedule the tracking run anneals over `max_steps`, the retraining
 over its own length, so the chosen step is only approximately transferable; the
 forecasting presets use a constant learning rate, where it transfers exactly.
@@ -44,7 +51,13 @@ from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
 
-FINAL_LENGTHS = ("fixed", "validation", "validation-warm")
+FINAL_LENGTHS = (
+    "fixed",
+    "validation",
+    "validation-warm",
+    "validation-norefit",
+    "validation-warm-norefit",
+)
 #: what a validation-chosen final training costs, in units of the fixed one, for planning a
 #: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
 #: and the refit on train + validation is the chosen length scaled by the data ratio
@@ -67,6 +80,8 @@ class ValidationLength:
             refit_full); False: exactly best_step.
         warm_start: every expert of a cluster-gated MoE fine-tunes a global network of its
             cell instead of starting from scratch (`sgem.moe.warm_start`).
+        refit: retrain on train + validation for the chosen length (step 3); False: keep
+            the tracking run's network at its best step.
     """
 
     max_factor: float = 4.0
@@ -74,6 +89,7 @@ class ValidationLength:
     patience: int | None = 5
     scale_to_data: bool = True
     warm_start: bool = False
+    refit: bool = True
 
     def __post_init__(self) -> None:
         if not self.max_factor > 0 or self.n_evals < 1:
@@ -103,10 +119,8 @@ def resolve_length(length: str | ValidationLength | None) -> ValidationLength | 
         return None
     if isinstance(length, ValidationLength):
         return length
-    if isinstance(length, str) and length == "validation":
-        return ValidationLength()
-    if isinstance(length, str) and length == "validation-warm":
-        return ValidationLength(warm_start=True)
+    if isinstance(length, str) and length in FINAL_LENGTHS:
+        return ValidationLength(warm_start="-warm" in length, refit=not length.endswith("-norefit"))
     raise ValueError(
         f"unknown final length {length!r}: use one of {list(FINAL_LENGTHS)} or a "
         "ValidationLength(...)"
@@ -275,10 +289,12 @@ def adam_length(
     rule: ValidationLength,
     make_step: Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Generator], Callable],
     loss: str = "student_t",
+    keep_best_state: bool = False,
 ) -> LengthChoice:
     """The same for a ready-built network trained by `make_step(model, x, y, generator)`
     (which returns a one-step function); `model` itself is not touched (a deep copy
-    trains), so the retraining starts from the same initial weights."""
+    trains), so the retraining starts from the same initial weights. `keep_best_state`:
+    return the copy's weights at the chosen length in `best_state`."""
     if len(x_train) == 0 or len(x_val) == 0:
         raise ValueError("the validation-chosen length needs training and validation samples")
     max_steps, every = rule.cap(base_steps)
@@ -287,15 +303,25 @@ def adam_length(
     net.train()
     one_step = make_step(net, x_train, y_train, gen)
 
+    kept: dict = {"loss": math.inf, "state": None}
+
     def val_loss() -> float:
         net.eval()
         with torch.no_grad():
             nll = float(per_sample_nll(net(x_val), y_val, loss).double().mean())
+        if keep_best_state and math.isfinite(nll) and nll < kept["loss"]:
+            kept["loss"] = nll
+            kept["state"] = {k: v.detach().clone() for k, v in net.state_dict().items()}
         net.train()
         return nll
 
     tracked = track_validation(lambda i: one_step(), val_loss, max_steps, every, rule.patience)
-    return _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
+    choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
+    if keep_best_state:
+        choice.best_state = kept["state"] or {
+            k: v.detach().clone() for k, v in net.state_dict().items()
+        }
+    return choice
 
 
 def _choice(rule, tracked: tuple, max_steps: int, every: int, n_train: int, n_val: int):
