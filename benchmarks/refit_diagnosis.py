@@ -25,6 +25,7 @@ train + validation from the global network's TRACKED state instead (an alternati
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -88,21 +89,8 @@ def expert_rows(task, trainer, arch, start: WarmStart, assignment, seed, steps, 
             tracked = trainer.build(arch)
         tracked.load_state_dict(fit.track_state)
         from_tracked = WarmStart(start.track_state, start.track_state, start.length)
-        alt = fit_expert(
-            task,
-            trainer,
-            ExpertJob(
-                k,
-                arch,
-                region,
-                expert_seed(seed, k),
-                steps,
-                epochs,
-                rule,
-                known_length=fit.length,
-                init=from_tracked,
-            ),
-        )
+        again = dataclasses.replace(job, known_length=fit.length, init=from_tracked)
+        alt = fit_expert(task, trainer, dataclasses.replace(again, keep_track_state=False))
         out.append(
             {
                 "expert": k,

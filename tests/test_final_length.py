@@ -163,15 +163,20 @@ def test_validation_length_retrains_for_the_chosen_scaled_steps(task, space, tra
         torch.testing.assert_close(a, b)
 
 
-def test_baselines_use_the_validation_length_alike(task, space):
-    setup = BaselineSetup(
+def _small_setup(space, **changes) -> BaselineSetup:
+    return BaselineSetup(
         space=space,
         train=short_train(),
         n_experts=2,
         budget=2,
         final_steps=10,
         crps_samples=20,
+        **changes,
     )
+
+
+def test_baselines_use_the_validation_length_alike(task, space):
+    setup = _small_setup(space)
     fixed = get_baseline("geometry").fit_evaluate(task, setup, seed=0)
     assert fixed["steps"] == [10, 10] and "final_length" not in fixed
     val_setup = dataclasses.replace(setup, final_length="validation", cache={})
@@ -215,15 +220,7 @@ def test_norefit_keeps_the_tracked_network_as_the_final_expert(task, space, trai
 
 
 def test_norefit_reaches_the_direct_forecasters(task, space):
-    setup = BaselineSetup(
-        space=space,
-        train=short_train(),
-        n_experts=2,
-        budget=2,
-        final_steps=10,
-        crps_samples=20,
-        final_length="validation-norefit",
-    )
+    setup = _small_setup(space, final_length="validation-norefit")
     kept = get_baseline("dlinear").fit_evaluate(task, setup, seed=0)
     refit_setup = dataclasses.replace(setup, final_length="validation", cache={})
     refit = get_baseline("dlinear").fit_evaluate(task, refit_setup, seed=0)
