@@ -210,7 +210,8 @@ def test_norefit_keeps_the_tracked_network_as_the_final_expert(task, space, trai
         )
         info = report.to_json()["final_length"]
         for k, f in enumerate(info):
-            assert report.steps[k] == f["best_step"]  # no refit: the steps it was tracked for
+            # no refit: the steps it was tracked for, and the report says so
+            assert report.steps[k] == f["best_step"] == f["refit_steps"]
             va = torch.as_tensor(assignment[task.val.cluster] == k)
             expert = moe.experts[k].eval()
             with torch.no_grad():

@@ -108,6 +108,8 @@ class ValidationLength:
     def refit_steps(self, best_step: int, n_train: int, n_val: int) -> int:
         if best_step <= 0:  # a warm start that fine-tuning did not improve: keep it as is
             return 0
+        if not self.refit:  # the tracked network is kept: it trained `best_step` steps
+            return best_step
         if not self.scale_to_data or n_train <= 0:
             return max(1, best_step)
         return max(1, round(best_step * (n_train + n_val) / n_train))
