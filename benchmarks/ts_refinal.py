@@ -6,7 +6,10 @@ takes to retrain that method's final MoE with another `--final-length` (e.g.
 `validation-warm`: experts fine-tuned from a global network of their cell) and compare it
 with the saved one on the same test windows. Rows without a partition (seasonal naive, the
 direct forecasters) and K = 1 rows (Global single, which a warm start leaves unchanged) are
-copied as they are; every other row is retrained and marked `replayed_from`.
+copied as they are; every other row is retrained and marked `replayed_from`. A K = 1 row is
+retrained too when the new protocol differs in more than warm starts (e.g.
+`validation-warm-norefit`: Global single keeps its tracked network); the direct
+forecasters are always copied, so with a `-norefit` replay their rows keep the refit.
 
     python benchmarks/ts_refinal.py benchmarks/results/ts_main_offline-es.json \\
         --final-length validation-warm --tag offline-es-warm --seeds 0 --methods geometry
@@ -18,6 +21,7 @@ copied as they are; every other row is retrained and marked `replayed_from`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import time
@@ -38,12 +42,21 @@ from ts_main import (
 
 from sgem.baselines import BaselineSetup
 from sgem.baselines.base import cluster_moe_result, make_trainer
-from sgem.moe.final_length import FINAL_LENGTHS
+from sgem.moe.final_length import FINAL_LENGTHS, resolve_length
 from sgem.pipeline import build_space
 from sgem.search.config import SearchConfig
 from sgem.search.sgem import SearchResult
 from sgem.space.arch import Arch
 from sgem.store import ObservationStore
+
+
+def differs_for_one_expert(old: str, new: str) -> bool:
+    """Whether a K = 1 MoE (a global network, which warm starts leave unchanged) trains
+    differently under final length `new` than under `old`."""
+    a, b = resolve_length(old), resolve_length(new)
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return dataclasses.replace(a, warm_start=False) != dataclasses.replace(b, warm_start=False)
 
 
 def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
@@ -206,6 +219,7 @@ def main() -> None:
     space = build_space(cfg["space"])
     search = SearchConfig.from_dict(cfg["search"])
     references = {int(k): v for k, v in saved.get("references", {}).items()}
+    saved_length = saved["meta"].get("final_length") or cfg.get("final_length", "fixed")
     rows: list[dict] = []
     t_start = time.perf_counter()
     for seed in seeds:
@@ -215,15 +229,18 @@ def main() -> None:
             if row["seed"] != seed or row["method"] not in methods:
                 continue
             t0 = time.perf_counter()
-            routed = row.get("assignment") and len(set(row["assignment"])) > 1
+            routed = bool(row.get("assignment")) and len(set(row["assignment"])) > 1
+            one_expert = bool(row.get("assignment")) and not routed
             if routed and args.cells_from:
                 row = with_cells_of(row, saved["rows"], args.cells_from)
             if routed and sgem_final and row["method"] == "sgem":
                 new = replay_sgem(
                     row, task, {**cfg, "final_length": args.final_length}, setup, seed
                 )
+            elif routed or (one_expert and differs_for_one_expert(saved_length, args.final_length)):
+                new = replay_row(row, task, setup, seed)
             else:
-                new = replay_row(row, task, setup, seed) if routed else row
+                new = row
             rows.append(new)
             print(
                 f"seed {seed} {row['method']:15s} NLL {row['test_nll']:.4f} -> "

@@ -36,3 +36,13 @@ def test_a_checked_row_without_the_searched_cells_is_refused(ts_refinal) -> None
     cfg = {"search": {"n_experts": 2}}
     with pytest.raises(SystemExit, match="search_architectures"):
         ts_refinal.replay_sgem(row, None, cfg, None, seed=3)
+
+
+def test_one_expert_rows_are_replayed_when_more_than_warm_starts_change(ts_refinal):
+    """A K = 1 MoE is its global network: a warm start leaves it unchanged (copy the row),
+    dropping the refit does not (retrain it)."""
+    differs = ts_refinal.differs_for_one_expert
+    assert not differs("validation", "validation-warm")
+    assert not differs("validation-warm-norefit", "validation-norefit")
+    assert differs("validation-warm", "validation-warm-norefit")
+    assert differs("fixed", "validation") and not differs("fixed", "fixed")
