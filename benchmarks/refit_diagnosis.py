@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from ts_main import build_parser, build_task, load_task_domains, scale_config
 
-from sgem.moe.expert_fit import ExpertJob, WarmStart, fit_expert
+from sgem.moe.expert_fit import ExpertFit, ExpertJob, WarmStart, fit_expert
 from sgem.moe.final_length import resolve_length
 from sgem.moe.reference import score_networks
 from sgem.moe.warm_start import global_starts
@@ -63,6 +63,11 @@ def region_test_nll(task, trainer, net, region: np.ndarray) -> float:
         return float(per_sample_nll(trainer.predict(net, x), y, task.loss).double().mean())
 
 
+def network(trainer, arch: Arch, state: dict) -> torch.nn.Module:
+    """A network of `arch` with these weights (`ExpertFit.materialise` builds it)."""
+    return ExpertFit(0, None, state=state).materialise(trainer, arch)[0]
+
+
 def expert_rows(task, trainer, arch, start: WarmStart, assignment, seed, steps, epochs, rule):
     """Per expert region: tracked expert, final expert, and the final length fine-tuned from
     the global network's tracked state (module docstring)."""
@@ -85,12 +90,13 @@ def expert_rows(task, trainer, arch, start: WarmStart, assignment, seed, steps, 
         fit = fit_expert(task, trainer, job)
         if fit.length is None:
             continue
-        with torch.random.fork_rng(devices=[]):
-            tracked = trainer.build(arch)
-        tracked.load_state_dict(fit.track_state)
+        tracked = network(trainer, arch, fit.track_state)
+        final = fit.materialise(trainer, arch)[0]
         from_tracked = WarmStart(start.track_state, start.track_state, start.length)
-        again = dataclasses.replace(job, known_length=fit.length, init=from_tracked)
-        alt = fit_expert(task, trainer, dataclasses.replace(again, keep_track_state=False))
+        again = dataclasses.replace(
+            job, known_length=fit.length, init=from_tracked, keep_track_state=False
+        )
+        refit_alt = fit_expert(task, trainer, again).materialise(trainer, arch)[0]
         out.append(
             {
                 "expert": k,
@@ -100,8 +106,8 @@ def expert_rows(task, trainer, arch, start: WarmStart, assignment, seed, steps, 
                 "refit_steps": fit.length["refit_steps"],
                 "val_nll_tracked": fit.length["best_val_nll"],
                 "test_nll_tracked": region_test_nll(task, trainer, tracked, region),
-                "test_nll_final": region_test_nll(task, trainer, fit.module, region),
-                "test_nll_refit_from_tracked": region_test_nll(task, trainer, alt.module, region),
+                "test_nll_final": region_test_nll(task, trainer, final, region),
+                "test_nll_refit_from_tracked": region_test_nll(task, trainer, refit_alt, region),
             }
         )
     return out
@@ -143,12 +149,10 @@ def main() -> None:
         )
         for which, arch in cells.items():
             start = starts[arch.key]
-            nets = {}
-            for name, state in (("tracked", start.track_state), ("refit", start.refit_state)):
-                with torch.random.fork_rng(devices=[]):
-                    net = trainer.build(arch)
-                net.load_state_dict(state)
-                nets[name] = net
+            nets = {
+                "tracked": network(trainer, arch, start.track_state),
+                "refit": network(trainer, arch, start.refit_state),
+            }
             test = score_networks(task, trainer, nets, crps_samples=20, seed=seed)
             row = {
                 "seed": seed,

@@ -50,6 +50,23 @@ def paired_se(a: np.ndarray, b: np.ndarray) -> float:
     return float(d.std(ddof=1) / np.sqrt(len(d)))
 
 
+def sign_agreement(regions: list[dict]) -> str:
+    """In how many regions validation and test prefer the same side, as "k/n"."""
+    agree = sum(np.sign(r["val_margin"]) == np.sign(r["test_margin"]) for r in regions)
+    return f"{agree}/{len(regions)}"
+
+
+def print_regions(title: str, found: dict, extra) -> None:
+    """A region table's lines: both margins and `extra(region)`, then the sign agreement."""
+    print(title)
+    for r in found["regions"]:
+        print(
+            f"  seed {r['seed']} expert {r['expert']}: validation {r['val_margin']:+.4f}  "
+            f"test {r['test_margin']:+.4f}  {extra(r)}"
+        )
+    print(f"sign agreement validation vs test: {found['sign_agreement']}")
+
+
 def seed_level(rows: list[dict], target: str, other: str) -> list[dict]:
     """Validation vs test margin of `target` minus `other`, per seed both have."""
     by = {(r["seed"], r["method"]): r for r in rows}
@@ -109,10 +126,9 @@ def region_level(own_path: Path, champion_path: Path, zs: list[float]) -> dict:
                     picks[str(z)][inside] = a[inside]
         for z in zs:
             rules[str(z)].append(float(picks[str(z)].mean()))
-    agree = sum(np.sign(r["val_margin"]) == np.sign(r["test_margin"]) for r in regions)
     return {
         "regions": regions,
-        "sign_agreement": f"{agree}/{len(regions)}",
+        "sign_agreement": sign_agreement(regions),
         "test_nll_by_z": rules,
         "seeds": [c["seed"] for c in champion_rows],
     }
@@ -157,8 +173,7 @@ def cell_pairs(small_path: Path, large_path: Path, method: str = "geometry") -> 
             "large": float(q.mean()),
             "per_region_choice": float(choice.mean()),
         }
-    agree = sum(np.sign(r["val_margin"]) == np.sign(r["test_margin"]) for r in regions)
-    return {"regions": regions, "sign_agreement": f"{agree}/{len(regions)}", "seeds": seeds}
+    return {"regions": regions, "sign_agreement": sign_agreement(regions), "seeds": seeds}
 
 
 def main() -> None:
@@ -182,23 +197,19 @@ def main() -> None:
             f" (paired SE over windows {s['test_se']:.4f})"
         )
     regions = region_level(Path(args.own), Path(args.champion), args.z)
-    print("own cell minus champion cell, per region (SE estimated on the test windows):")
-    for r in regions["regions"]:
-        print(
-            f"  seed {r['seed']} expert {r['expert']}: validation {r['val_margin']:+.4f}  "
-            f"test {r['test_margin']:+.4f}  SE {r['se_estimate']:.4f}  ({r['test_windows']})"
-        )
-    print(f"sign agreement validation vs test: {regions['sign_agreement']}")
+    print_regions(
+        "own cell minus champion cell, per region (SE estimated on the test windows):",
+        regions,
+        lambda r: f"SE {r['se_estimate']:.4f}  ({r['test_windows']})",
+    )
     for z, nll in regions["test_nll_by_z"].items():
         print(f"  z = {z}: test NLL per seed {[round(v, 4) for v in nll]}")
     pairs = cell_pairs(Path(args.runs), Path(args.large))
-    print("Geometry's 141-cell winner minus its 16-cell winner, per region:")
-    for r in pairs["regions"]:
-        print(
-            f"  seed {r['seed']} expert {r['expert']}: validation {r['val_margin']:+.4f}  "
-            f"test {r['test_margin']:+.4f}  ({r['val_windows']} validation windows)"
-        )
-    print(f"sign agreement validation vs test: {pairs['sign_agreement']}")
+    print_regions(
+        "Geometry's 141-cell winner minus its 16-cell winner, per region:",
+        pairs,
+        lambda r: f"({r['val_windows']} validation windows)",
+    )
     for seed, v in pairs["seeds"].items():
         print(f"  seed {seed}: " + "  ".join(f"{k} {x:.4f}" for k, x in v.items()))
     out = {

@@ -92,22 +92,27 @@ def final_units(
     every expert when it is set in epochs (else from `final_steps`); `references`: one
     network of each expert's cell is also trained on every cluster with the final protocol
     (`sgem.moe.reference`: tables without warm starts)."""
-    from .moe.final_length import PLANNING_FACTOR, TRACKING_FACTOR  # torch: only when planning
+    from .moe.final_length import (  # torch: only when planning
+        PLANNING_FACTOR,
+        TRACKING_FACTOR,
+        resolve_length,
+    )
 
     k = cfg.n_experts
     per_network = cfg.final_steps / cfg.train.steps  # a final network, in candidate trainings
     retrain = retrain_units if retrain_units is not None else k * per_network
     if retrain_units is None:
         retrain *= max(1.0, data_ratio / k)
-    warm = final_length.startswith("validation-warm")
+    rule = resolve_length(final_length)
+    warm = rule is not None and rule.warm_start
     # a validation-chosen network: its tracking run, and the refit unless it is kept as is
-    chosen = TRACKING_FACTOR if final_length.endswith("-norefit") else PLANNING_FACTOR
+    chosen = PLANNING_FACTOR if rule is None or rule.refit else TRACKING_FACTOR
     # a reference network sees every cluster: k of them cost k retrains of all the data
     reference = 0.0
     if references and not warm:
         every = retrain_units if retrain_units is not None else per_network * data_ratio
-        reference = k * every * (1.0 if final_length == "fixed" else chosen)
-    if final_length == "fixed":
+        reference = k * every * (1.0 if rule is None else chosen)
+    if rule is None:
         return retrain + reference
     champion = warm and cfg.champion_cells > 0
     # tracking runs beyond one per expert: the second look's (partition, cell) pairs, and

@@ -139,19 +139,14 @@ def fit_expert(
         choice = _validation_length(task, trainer, job, x, y)
         if choice is not None:
             length, track_state = choice.to_json(), choice.best_state
-    if keep_tracked and track_state is not None and length is not None:
-        if job.track_only:
-            return ExpertFit(int(length["best_step"]), length, track_state=track_state)
-        with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
-            module = trainer.build(job.arch)
-        module.load_state_dict(track_state)
-        return ExpertFit(int(length["best_step"]), length, module=module, track_state=track_state)
     if length is not None:
         k_steps = int(length["refit_steps"])
     elif job.init is not None:  # nothing to choose a fine-tuning length on: keep the start
         k_steps = 0
     if job.track_only:
         return ExpertFit(k_steps, length, track_state=track_state)
+    if keep_tracked and track_state is not None:  # the tracked network is the final one
+        return ExpertFit(k_steps, length, state=track_state)
     init = job.init.refit_state if job.init is not None else None
     module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init)
     return ExpertFit(k_steps, length, module=module, track_state=track_state)

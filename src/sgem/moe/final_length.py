@@ -243,7 +243,7 @@ def expert_length(
     opt = make_optimizer(model.parameters(), cfg)
     model.train()
     batches = _batches(trainer, len(x_train), max_steps, gen)
-    kept: dict = {"loss": math.inf, "state": None}
+    best = _BestWeights(model, keep_best_state)
     amp = autocast(trainer.device, cfg, trainer.task.loss)
 
     def step(i: int) -> None:
@@ -263,9 +263,7 @@ def expert_length(
         with torch.no_grad():
             out = trainer.predict(model, x_val)
             nll = float(per_sample_nll(out, y_val, trainer.task.loss).double().mean())
-        if keep_best_state and math.isfinite(nll) and nll < kept["loss"]:
-            kept["loss"] = nll
-            kept["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        best.offer(nll)
         model.train()
         return nll
 
@@ -273,10 +271,7 @@ def expert_length(
         step, val_loss, max_steps, every, rule.patience, eval_start=init_state is not None
     )
     choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
-    if keep_best_state:
-        choice.best_state = kept["state"] or {
-            k: v.detach().clone() for k, v in model.state_dict().items()
-        }
+    choice.best_state = best.weights()
     return choice
 
 
@@ -305,25 +300,43 @@ def adam_length(
     net.train()
     one_step = make_step(net, x_train, y_train, gen)
 
-    kept: dict = {"loss": math.inf, "state": None}
+    best = _BestWeights(net, keep_best_state)
 
     def val_loss() -> float:
         net.eval()
         with torch.no_grad():
             nll = float(per_sample_nll(net(x_val), y_val, loss).double().mean())
-        if keep_best_state and math.isfinite(nll) and nll < kept["loss"]:
-            kept["loss"] = nll
-            kept["state"] = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        best.offer(nll)
         net.train()
         return nll
 
     tracked = track_validation(lambda i: one_step(), val_loss, max_steps, every, rule.patience)
     choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
-    if keep_best_state:
-        choice.best_state = kept["state"] or {
-            k: v.detach().clone() for k, v in net.state_dict().items()
-        }
+    choice.best_state = best.weights()
     return choice
+
+
+class _BestWeights:
+    """A copy of `model`'s weights at the lowest finite validation loss offered so far (both
+    tracking loops keep one when asked: the global network's, or a network kept unrefitted);
+    `weights()` falls back to the current weights when no loss was finite."""
+
+    def __init__(self, model: nn.Module, enabled: bool) -> None:
+        self.model, self.enabled = model, enabled
+        self.loss = math.inf
+        self.state: dict[str, torch.Tensor] | None = None
+
+    def _copy(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def offer(self, loss: float) -> None:
+        if self.enabled and math.isfinite(loss) and loss < self.loss:
+            self.loss, self.state = loss, self._copy()
+
+    def weights(self) -> dict[str, torch.Tensor] | None:
+        if not self.enabled:
+            return None
+        return self.state or self._copy()
 
 
 def _choice(rule, tracked: tuple, max_steps: int, every: int, n_train: int, n_val: int):
