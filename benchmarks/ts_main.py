@@ -67,6 +67,7 @@ from sgem.moe.final_length import FINAL_LENGTHS
 from sgem.pipeline import build_space, load_config
 from sgem.search.config import SearchConfig
 from sgem.search.sgem import SGEM
+from sgem.space.arch import Arch
 from sgem.train import resolve_device
 
 BASELINES = [
@@ -220,6 +221,29 @@ def baseline_setup(
         device=device,
         cache={} if cache is None else cache,
     )
+
+
+def saved_champions(path: Path, budget: int) -> dict[int, tuple]:
+    """Per seed, the best-single-cell search's result recorded in a saved table at the same
+    budget (its Global single rows, K = 1, name the cell and the trainings spent): loaded
+    into a seed's baseline cache, BestArch x K and Geometry routing reuse that search instead
+    of repeating it. The search is deterministic in (task, seed, budget), so the rows are
+    the same as a fresh search's; only the seconds differ."""
+    data = json.loads(Path(path).read_text())
+    saved_budget = data["meta"]["config"].get("budget")
+    if saved_budget != budget:
+        raise SystemExit(
+            f"--champions-from {path}: its searches spent {saved_budget} trainings, this run "
+            f"{budget}; pass a table run at --budget {budget}"
+        )
+    found = {
+        int(r["seed"]): (Arch.from_key(r["architectures"][0]), int(r["n_trained"]))
+        for r in data["rows"]
+        if r["method"] == "global_single"
+    }
+    if not found:
+        raise SystemExit(f"--champions-from {path}: no global_single rows to take the cell from")
+    return found
 
 
 def run_sgem(
@@ -655,6 +679,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="SGEM search settings over the preset's (e.g. refit_budget=0 final_candidates=1)",
     )
+    p.add_argument(
+        "--champions-from",
+        default=None,
+        metavar="JSON",
+        help="reuse the best-single-cell searches recorded (Global single rows) in this saved "
+        "table at the same --budget, instead of repeating them",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--tag", default=None, help="file name suffix (default: the scale)")
     p.add_argument("--resume", action="store_true", help="skip (seed, method) already saved")
@@ -710,6 +741,7 @@ def main() -> None:
             rows[L] = saved["rows"]
             references |= {int(k): v for k, v in saved.get("references", {}).items()}
     done = {L: {(r["seed"], r["method"]) for r in rows[L]} for L in lengths}
+    champions = saved_champions(args.champions_from, cfg["budget"]) if args.champions_from else {}
     domains = load_task_domains(cfg["task"])
     search_cfg = SearchConfig.from_dict(cfg["search"])
     space = build_space(cfg["space"])
@@ -760,6 +792,8 @@ def main() -> None:
         )
         print(f"seed {seed}: {task_summary}", flush=True)
         cache: dict = {}  # searches that do not depend on the final length are shared
+        if seed in champions:  # key as in sgem.baselines.base.best_single_architecture
+            cache[("best_single", id(task), seed, cfg["budget"])] = champions[seed]
         setups = {L: baseline_setup(cfg, search_cfg, space, L, device, cache) for L in lengths}
         if seed not in references:  # the relative scores' reference (cheap, no training)
             ref = get_baseline(REFERENCE).fit_evaluate(task, setups[lengths[0]], seed)

@@ -51,3 +51,30 @@ def test_context_and_horizon_flags_reach_the_task():
     assert (task["context"], task["horizon"]) == (32, 8)
     default = ts_main.scale_config(ts_main.build_parser().parse_args([]))["task"]
     assert (default["context"], default["horizon"]) == (96, 24)
+
+
+def test_saved_champion_search_gives_the_rows_a_fresh_search_gives(tmp_path):
+    """--champions-from: BestArch x K reusing a saved table's best-single-cell search trains
+    the same final MoE as a run that searched (deterministic in task, seed and budget)."""
+    fresh = tmp_path / "fresh"
+    done = _run("--methods", "global_single", "bestarch_x_k", "--out", str(fresh))
+    assert done.returncode == 0, done.stderr[-2000:]
+    saved = fresh / "ts_main_smoke.json"
+    reused = tmp_path / "reused"
+    done = _run("--methods", "bestarch_x_k", "--champions-from", str(saved), "--out", str(reused))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (a,) = [r for r in json.loads(saved.read_text())["rows"] if r["method"] == "bestarch_x_k"]
+    (b,) = json.loads((reused / "ts_main_smoke.json").read_text())["rows"]
+    for key in ("architectures", "assignment", "n_trained", "test_nll", "test_wql"):
+        assert a[key] == b[key], key
+    wrong = _run(
+        "--methods",
+        "bestarch_x_k",
+        "--budget",
+        "3",
+        "--champions-from",
+        str(saved),
+        "--out",
+        str(tmp_path / "wrong"),
+    )
+    assert wrong.returncode != 0 and "pass a table run at --budget 3" in wrong.stderr
