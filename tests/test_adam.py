@@ -107,32 +107,3 @@ def test_parameters_that_skip_steps_keep_their_own_count():
     theirs = run(lambda p: torch.optim.Adam(p, lr=0.1, fused=True))
     for x, y in zip(ours, theirs, strict=True):
         assert torch.equal(x, y)
-
-
-@pytest.mark.parametrize("fused", [True, False])
-def test_a_resumed_state_continues_the_run_bit_for_bit(fused):
-    """state_dict / load_state_dict: 10 steps, then 10 more on a new Adam over copies of
-    the parameters, equal 20 uninterrupted steps (what a continuation refit relies on)."""
-    torch.manual_seed(0)
-    start = torch.randn(7, 3)
-    x = torch.randn(11, 7)
-
-    def steps(w, opt, n):
-        for _ in range(n):
-            loss = torch.tanh(x @ w).pow(2).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-    whole = start.clone().requires_grad_()
-    steps(whole, Adam([whole], lr=0.05, fused=fused), 20)
-    first = start.clone().requires_grad_()
-    opt = Adam([first], lr=0.05, fused=fused)
-    steps(first, opt, 10)
-    second = first.detach().clone().requires_grad_()
-    resumed = Adam([second], lr=0.05, fused=fused)
-    resumed.load_state_dict(opt.state_dict())
-    steps(second, resumed, 10)
-    assert torch.equal(second.detach(), whole.detach())
-    with pytest.raises(ValueError, match="parameters"):
-        Adam([second, first], fused=fused).load_state_dict(opt.state_dict())

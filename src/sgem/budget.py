@@ -93,7 +93,6 @@ def final_units(
     network of each expert's cell is also trained on every cluster with the final protocol
     (`sgem.moe.reference`: tables without warm starts)."""
     from .moe.final_length import (  # torch: only when planning
-        CONTINUATION_FACTOR,
         PLANNING_FACTOR,
         TRACKING_FACTOR,
         resolve_length,
@@ -108,8 +107,6 @@ def final_units(
     warm = rule is not None and rule.warm_start
     # a validation-chosen network: its tracking run, and the refit unless it is kept as is
     chosen = PLANNING_FACTOR if rule is None or rule.refit else TRACKING_FACTOR
-    if rule is not None and rule.continuation:
-        chosen = CONTINUATION_FACTOR
     # a reference network sees every cluster: k of them cost k retrains of all the data
     reference = 0.0
     if references and not warm:

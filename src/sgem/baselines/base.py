@@ -346,13 +346,12 @@ def fit_network(
             base,
             rule,
             make_step,
-            keep_best_state=rule.needs_tracked_state,
+            keep_best_state=not rule.refit,
         )
-        if rule.needs_tracked_state and choice.best_state is not None:
+        if not rule.refit and choice.best_state is not None:  # the tracked network is final
             model.load_state_dict(choice.best_state)
-            if not rule.refit:  # the tracked network is final
-                return model.eval(), choice.best_step
-        steps = choice.refit_steps  # a continuation: the steps the validation samples add
+            return model.eval(), choice.best_step
+        steps = choice.refit_steps
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model.train()

@@ -131,42 +131,25 @@ def fit_expert(
         if job.epochs is None
         else steps_for_epochs(int(sel.sum()), job.epochs, trainer.config.batch_size)
     )
-    from_tracked = job.rule is not None and job.rule.needs_tracked_state
-    # the final network is (or continues) the tracked one: track again to have its weights
-    length = None if from_tracked else job.known_length
+    keep_tracked = job.rule is not None and not job.rule.refit
+    # without a refit the final network is the tracked one: track again to have its weights
+    length = None if keep_tracked else job.known_length
     track_state = None
-    track_opt = None
     if length is None and job.rule is not None:
         choice = _validation_length(task, trainer, job, x, y)
         if choice is not None:
             length, track_state = choice.to_json(), choice.best_state
-            track_opt = choice.best_opt_state
     if length is not None:
         k_steps = int(length["refit_steps"])
     elif job.init is not None:  # nothing to choose a fine-tuning length on: keep the start
         k_steps = 0
     if job.track_only:
         return ExpertFit(k_steps, length, track_state=track_state)
+    if keep_tracked and track_state is not None:  # the tracked network is the final one
+        return ExpertFit(k_steps, length, state=track_state)
     init = job.init.refit_state if job.init is not None else None
-    init_opt = None
-    if from_tracked and track_state is not None:
-        assert job.rule is not None and length is not None
-        if not job.rule.refit:  # the tracked network is the final one
-            return ExpertFit(k_steps, length, state=track_state)
-        if length["best_step"] > 0 or job.init is None:  # continue it on train + validation
-            init, init_opt = track_state, track_opt
-        # else: a warm start that fine-tuning did not improve is the global network's final
-    module = trainer.fit(
-        job.arch,
-        x[sel],
-        y[sel],
-        seed=job.seed,
-        steps=k_steps,
-        init_state=init,
-        init_opt_state=init_opt,
-    )
-    keep = track_state if job.keep_track_state else None  # a global network's, for its experts
-    return ExpertFit(k_steps, length, module=module, track_state=keep)
+    module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init)
+    return ExpertFit(k_steps, length, module=module, track_state=track_state)
 
 
 def fit_expert_jobs(
@@ -229,5 +212,5 @@ def _validation_length(
         base,
         job.rule,
         init_state=job.init.track_state if job.init is not None else None,
-        keep_best_state=job.keep_track_state or job.rule.needs_tracked_state,
+        keep_best_state=job.keep_track_state or not job.rule.refit,
     )

@@ -31,12 +31,6 @@ training run, not the one validation scored, and on ts-offline it is where some 
 what validation saw (benchmarks/refit_diagnosis.py: the same expert tested 0.106 NLL worse
 refitted than tracked, while another cell's refit was neutral).
 
-`"validation-continue"` / `"validation-warm-continue"` replace step 3 with a continuation:
-the tracking run's network at its best step trains on, on train + validation, for the steps
-the larger set adds (best_step x n_val / n_train), so it makes as many passes in total as a
-retrain would, but starts from the network validation scored instead of a fresh draw: the
-validation samples still reach the final network, and the refit's trajectory noise does not.
-
 Caveat: with a cosine schedule the tracking run anneals over `max_steps`, the retraining
 over its own length, so the chosen step is only approximately transferable; the
 forecasting presets use a constant learning rate, where it transfers exactly.
@@ -63,8 +57,6 @@ FINAL_LENGTHS = (
     "validation-warm",
     "validation-norefit",
     "validation-warm-norefit",
-    "validation-continue",
-    "validation-warm-continue",
 )
 #: what a validation-chosen final training costs, in units of the fixed one, for planning a
 #: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
@@ -73,9 +65,6 @@ PLANNING_FACTOR = 3.5
 #: the tracking run's share of that (the rest is the refit): what each further tracking run
 #: of the finalists' second look (`sgem.search.final_check`) costs per expert
 TRACKING_FACTOR = 2.3
-#: a tracked network continued on train + validation (`ValidationLength.continuation`): its
-#: tracking run and about n_val / n_train of its best length again
-CONTINUATION_FACTOR = 2.6
 
 
 @dataclass(frozen=True)
@@ -93,9 +82,6 @@ class ValidationLength:
             cell instead of starting from scratch (`sgem.moe.warm_start`).
         refit: retrain on train + validation for the chosen length (step 3); False: keep
             the tracking run's network at its best step.
-        continuation: with `refit`, the refit continues the tracking run's network at its
-            best step on train + validation for best_step x n_val / n_train steps instead of
-            retraining from scratch (see the module docstring).
     """
 
     max_factor: float = 4.0
@@ -104,7 +90,6 @@ class ValidationLength:
     scale_to_data: bool = True
     warm_start: bool = False
     refit: bool = True
-    continuation: bool = False
 
     def __post_init__(self) -> None:
         if not self.max_factor > 0 or self.n_evals < 1:
@@ -113,13 +98,6 @@ class ValidationLength:
             )
         if self.patience is not None and self.patience < 1:
             raise ValueError(f"patience must be >= 1 or None, got {self.patience}")
-        if self.continuation and not self.refit:
-            raise ValueError("continuation is a kind of refit: it needs refit=True")
-
-    @property
-    def needs_tracked_state(self) -> bool:
-        """The final network starts from (or is) the tracking run's network at its best step."""
-        return not self.refit or self.continuation
 
     def cap(self, base_steps: int) -> tuple[int, int]:
         """(max_steps, eval_every) for a configured length of `base_steps`."""
@@ -132,13 +110,9 @@ class ValidationLength:
             return 0
         if not self.refit:  # the tracked network is kept: it trained `best_step` steps
             return best_step
-        retrain = best_step
-        if self.scale_to_data and n_train > 0:
-            retrain = round(best_step * (n_train + n_val) / n_train)
-        retrain = max(1, retrain)
-        if self.continuation:  # what the retrain would add to the steps already made
-            return max(retrain - best_step, 0)
-        return retrain
+        if not self.scale_to_data or n_train <= 0:
+            return max(1, best_step)
+        return max(1, round(best_step * (n_train + n_val) / n_train))
 
 
 def resolve_length(length: str | ValidationLength | None) -> ValidationLength | None:
@@ -148,11 +122,7 @@ def resolve_length(length: str | ValidationLength | None) -> ValidationLength | 
     if isinstance(length, ValidationLength):
         return length
     if isinstance(length, str) and length in FINAL_LENGTHS:
-        return ValidationLength(
-            warm_start="-warm" in length,
-            refit=not length.endswith("-norefit"),
-            continuation=length.endswith("-continue"),
-        )
+        return ValidationLength(warm_start="-warm" in length, refit=not length.endswith("-norefit"))
     raise ValueError(
         f"unknown final length {length!r}: use one of {list(FINAL_LENGTHS)} or a "
         "ValidationLength(...)"
@@ -175,8 +145,6 @@ class LengthChoice:
     #: the weights at `best_step` (only when the caller asked to keep them: a global
     #: network's tracking run, where its experts' tracking runs start)
     best_state: dict[str, torch.Tensor] | None = field(default=None, repr=False)
-    #: the optimiser's state at `best_step` (a continuation refit resumes it)
-    best_opt_state: dict | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -275,8 +243,7 @@ def expert_length(
     opt = make_optimizer(model.parameters(), cfg)
     model.train()
     batches = _batches(trainer, len(x_train), max_steps, gen)
-    keep_opt = keep_best_state and rule.continuation
-    best = _BestWeights(model, keep_best_state, opt if keep_opt else None)
+    best = _BestWeights(model, keep_best_state)
     amp = autocast(trainer.device, cfg, trainer.task.loss)
 
     def step(i: int) -> None:
@@ -305,8 +272,6 @@ def expert_length(
     )
     choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
     choice.best_state = best.weights()
-    if keep_opt:
-        choice.best_opt_state = best.opt_state if best.state is not None else opt.state_dict()
     return choice
 
 
@@ -356,11 +321,10 @@ class _BestWeights:
     tracking loops keep one when asked: the global network's, or a network kept unrefitted);
     `weights()` falls back to the current weights when no loss was finite."""
 
-    def __init__(self, model: nn.Module, enabled: bool, optimizer=None) -> None:
-        self.model, self.enabled, self.optimizer = model, enabled, optimizer
+    def __init__(self, model: nn.Module, enabled: bool) -> None:
+        self.model, self.enabled = model, enabled
         self.loss = math.inf
         self.state: dict[str, torch.Tensor] | None = None
-        self.opt_state: dict | None = None
 
     def _copy(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -368,8 +332,6 @@ class _BestWeights:
     def offer(self, loss: float) -> None:
         if self.enabled and math.isfinite(loss) and loss < self.loss:
             self.loss, self.state = loss, self._copy()
-            if self.optimizer is not None:
-                self.opt_state = copy.deepcopy(self.optimizer.state_dict())
 
     def weights(self) -> dict[str, torch.Tensor] | None:
         if not self.enabled:

@@ -57,26 +57,6 @@ class Adam:
         self._steps: list[torch.Tensor] = []
         self._shared = fused  # one step counter per device while every parameter steps
 
-    def state_dict(self) -> dict[str, list[torch.Tensor]]:
-        """Copies of the moments and step counters (empty before the first step)."""
-        return {
-            "exp_avg": [t.clone() for t in self._exp_avg],
-            "exp_avg_sq": [t.clone() for t in self._exp_avg_sq],
-            "steps": [t.clone() for t in self._steps],
-        }
-
-    def load_state_dict(self, state: dict[str, list[torch.Tensor]]) -> None:
-        """Resume from `state_dict()` of an Adam over the same parameters (in order)."""
-        if state["steps"] and len(state["steps"]) != len(self.params):
-            raise ValueError(
-                f"Adam state for {len(state['steps'])} parameters, this one has "
-                f"{len(self.params)}"
-            )
-        self._exp_avg = [t.clone() for t in state["exp_avg"]]
-        self._exp_avg_sq = [t.clone() for t in state["exp_avg_sq"]]
-        self._steps = [t.clone() for t in state["steps"]]  # one counter each from here on
-        self._shared = False
-
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
             if p.grad is None:

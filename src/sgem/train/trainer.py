@@ -273,7 +273,6 @@ class Trainer:
         epochs: int | None = None,
         monitor: Monitor | None = None,
         init_state: dict[str, torch.Tensor] | None = None,
-        init_opt_state: dict | None = None,
     ) -> nn.Module:
         """Train a fresh network for `arch` on (x, y) with a deterministic seed, or, with
         `init_state`, fine-tune those weights (`steps=0`: return them as they are).
@@ -295,9 +294,7 @@ class Trainer:
                 return model.eval()
         elif hasattr(model, "data_init"):
             model.data_init(x, gen)
-        return self.optimise(
-            model, x, y, gen, steps=steps, epochs=epochs, monitor=monitor, opt_state=init_opt_state
-        )
+        return self.optimise(model, x, y, gen, steps=steps, epochs=epochs, monitor=monitor)
 
     def optimise(
         self,
@@ -308,7 +305,6 @@ class Trainer:
         steps: int | None = None,
         epochs: int | None = None,
         monitor: Monitor | None = None,
-        opt_state: dict | None = None,
     ) -> nn.Module:
         """The training loop shared by every model trained here (experts, gated MoEs):
         minimise the task's mean per-sample NLL of `model(x)` with the config's optimiser,
@@ -318,8 +314,6 @@ class Trainer:
             raise ValueError("cannot train on an empty set of samples")
         cfg = self.config
         opt = make_optimizer(model.parameters(), cfg)
-        if opt_state is not None:  # resume a run's optimiser (its moments and step count)
-            opt.load_state_dict(opt_state)
         model.train()
         n = len(x)
         batches: Iterator[torch.Tensor | None]
