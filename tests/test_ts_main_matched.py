@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "ts_main.py"
 
 
@@ -20,6 +22,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.requires_shared_data("timeseries")
 def test_matched_rows_spend_sgems_trainings_and_are_paired(tmp_path):
     done = _run("--methods", "sgem", "global_single", "--matched", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -53,6 +56,7 @@ def test_context_and_horizon_flags_reach_the_task():
     assert (default["context"], default["horizon"]) == (96, 24)
 
 
+@pytest.mark.requires_shared_data("timeseries")
 def test_saved_champion_search_gives_the_rows_a_fresh_search_gives(tmp_path):
     """--champions-from: BestArch x K reusing a saved table's best-single-cell search trains
     the same final MoE as a run that searched (deterministic in task, seed and budget)."""
