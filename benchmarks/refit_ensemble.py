@@ -116,13 +116,13 @@ def main() -> None:
             f"saved row {res['saved_row_test_nll']:.4f})",
             flush=True,
         )
-    record = {
-        "source": args.source,
-        "rows": results,
-        "wall_seconds": round(time.perf_counter() - t0, 1),
-        "machine": {"platform": platform.platform(), "torch": torch.__version__},
-    }
-    Path(args.out).write_text(json.dumps(record, indent=1))
+        record = {  # saved after every seed: a stopped run keeps what it measured
+            "source": args.source,
+            "rows": results,
+            "wall_seconds": round(time.perf_counter() - t0, 1),
+            "machine": {"platform": platform.platform(), "torch": torch.__version__},
+        }
+        Path(args.out).write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":
