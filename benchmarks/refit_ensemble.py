@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ts_main import baseline_setup, build_task, load_task_domains
+from ts_main import baseline_setup, build_task, load_task_domains, window_bootstrap
 
 from sgem.baselines.base import make_trainer
 from sgem.forecast import split_params, student_t_nll
@@ -81,12 +81,8 @@ def one_seed(row: dict, cfg: dict, domains: dict, seed: int) -> dict:
     out["seed"] = seed
     out["saved_row_test_nll"] = row["test_nll"]
     diff = (per_window["mixture"] - per_window["refit"]).numpy()
-    rng = np.random.default_rng(seed)
-    boots = [diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)]
-    out["mixture_minus_refit"] = {
-        "mean": float(diff.mean()),
-        "ci95": [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))],
-    }
+    mean, lo, hi = window_bootstrap([diff], seed=seed)
+    out["mixture_minus_refit"] = {"mean": mean, "ci95": [lo, hi]}
     return out
 
 

@@ -58,7 +58,7 @@ from scaling import parse_value  # the benchmarks' one `key=value` override pars
 
 from sgem.analysis import RunObservations, format_op_table, op_effects
 from sgem.baselines import BaselineSetup, get_baseline
-from sgem.baselines.base import forecast_fields
+from sgem.baselines.base import forecast_fields, remember_best_single
 from sgem.data.timeseries import load_domains, make_timeseries_task
 from sgem.experiment import finish_sgem
 from sgem.forecast import relative_geomean, seasonality
@@ -792,8 +792,8 @@ def main() -> None:
         )
         print(f"seed {seed}: {task_summary}", flush=True)
         cache: dict = {}  # searches that do not depend on the final length are shared
-        if seed in champions:  # key as in sgem.baselines.base.best_single_architecture
-            cache[("best_single", id(task), seed, cfg["budget"])] = champions[seed]
+        if seed in champions:
+            remember_best_single(cache, task, seed, cfg["budget"], champions[seed])
         setups = {L: baseline_setup(cfg, search_cfg, space, L, device, cache) for L in lengths}
         if seed not in references:  # the relative scores' reference (cheap, no training)
             ref = get_baseline(REFERENCE).fit_evaluate(task, setups[lengths[0]], seed)

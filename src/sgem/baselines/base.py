@@ -161,6 +161,18 @@ def search_region(
     return best[2], best[0]
 
 
+def _best_single_key(task: ClusteredTask, seed: int, budget: int) -> tuple:
+    return ("best_single", id(task), seed, budget)
+
+
+def remember_best_single(
+    cache: dict, task: ClusteredTask, seed: int, budget: int, found: tuple[Arch, int]
+) -> None:
+    """Record a best-single-cell search made elsewhere (e.g. read from a saved table), so
+    `best_single_architecture` returns it for (task, seed, budget) instead of searching."""
+    cache[_best_single_key(task, seed, budget)] = found
+
+
 def best_single_architecture(
     task: ClusteredTask, setup: BaselineSetup, seed: int
 ) -> tuple[Arch, int]:
@@ -171,7 +183,7 @@ def best_single_architecture(
     champion-cell search (`sgem.search.champion`), so both find the same cell for a budget.
     Returns (arch, trainings).
     """
-    key = ("best_single", id(task), seed, setup.budget)
+    key = _best_single_key(task, seed, setup.budget)
     if key not in setup.cache:
         space = setup.require_space("the best single architecture")
         trainer = make_trainer(task, setup, "the best single architecture")
