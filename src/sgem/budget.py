@@ -49,6 +49,25 @@ MIN_STEP_FRACTION = 0.2
 FINAL_SHARE = 0.5
 
 
+def tail_seconds(budget: float) -> float:
+    """What a fit needs after its last training (scoring the holdout, saving the model,
+    figures, result.json): kept free of training by the fence (`sgem.time_fence`)."""
+    return 2.0 + 0.01 * float(budget)
+
+
+def minimum_seconds(cfg: SearchConfig, candidate_seconds: float, data_ratio: float) -> float:
+    """The smallest budget worth searching with: the minimal initial design, one
+    iteration and the tightest finalisation at the shortest candidate training, plus the
+    cheapest final stage (fixed length at the shortest final training) and the tail."""
+    k = cfg.n_experts
+    search = (2 * k + 2) + k * (cfg.acquisitions_per_expert + 1) + 2 + 4 * k
+    cheapest = dataclasses.replace(
+        cfg, final_steps=max(1, int(cfg.final_steps * MIN_STEP_FRACTION)), champion_cells=0
+    )
+    final = final_units(cheapest, "fixed", data_ratio)
+    return (search * MIN_STEP_FRACTION + final) * candidate_seconds
+
+
 def parse_duration(text: str | float | int) -> float:
     """Seconds from "90", "90s", "10m", "1.5h", "2h30m" (or a number)."""
     if isinstance(text, int | float) and not isinstance(text, bool):
@@ -258,7 +277,7 @@ def deadline(plan: dict | None) -> float | None:
         return None
     t = plan["candidate_seconds"]
     reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
-    return plan["_started"] + plan["budget_seconds"] - reserve
+    return plan["_training_ends"] - reserve
 
 
 def plan_run(
@@ -288,7 +307,18 @@ def plan_run(
         if cfg.final_epochs:  # epochs over train + val, summed over experts
             batch = min(search_cfg.train.batch_size or n_fit, n_fit)
             retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
-        seconds = float(cfg.time_budget) - (time.perf_counter() - start)
+        spent = time.perf_counter() - start  # reading the data, the pilot
+        seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
+        smallest = minimum_seconds(search_cfg, t, n_fit / max(len(task.train), 1))
+        if seconds < smallest:
+            needed = smallest + spent + tail_seconds(cfg.time_budget)
+            raise SgemUserError(
+                f"a time budget of {float(cfg.time_budget):.0f} s is too small for this data: "
+                f"reading it and timing one candidate training took {spent:.0f} s (one "
+                f"training: {t:.2f} s), and the smallest search with its final stage needs "
+                f"about {needed:.0f} s in all; give --time-budget {int(np.ceil(needed))}s or "
+                "more (or smaller data)"
+            )
         _, plan = plan_search(
             search_cfg,
             seconds,
@@ -307,7 +337,10 @@ def plan_run(
             "; ".join(plan["reduced"]),
             plan["full_final_stage_needs_seconds"],
         )
-    plan["_started"] = time.perf_counter()  # this process's clock: a resume gets a new budget
+    # the run's (virtual) start on this process's clock: a resumed run's `start` is moved back
+    # by the seconds it spent before (sgem.budget_clock), so it continues with what is left
+    plan["_started"] = start
+    plan["_training_ends"] = start + float(cfg.time_budget) - tail_seconds(cfg.time_budget)
     return apply_plan(search_cfg, plan), plan
 
 
@@ -316,9 +349,11 @@ __all__ = [
     "apply_plan",
     "deadline",
     "final_units",
+    "minimum_seconds",
     "parse_duration",
     "pilot_seconds",
     "plan_final",
     "plan_run",
     "plan_search",
+    "tail_seconds",
 ]

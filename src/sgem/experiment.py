@@ -231,6 +231,47 @@ def finish_sgem(
     )
 
 
+def drop_empty_experts(
+    found: SearchResult, final: MethodResult
+) -> tuple[SearchResult, MethodResult]:
+    """The final model without experts that own no cluster (a routing may leave one empty):
+    experts renumbered in order, their per-expert report entries with them. A model card
+    that counted an expert nobody is routed to would describe a model that is not there."""
+    assignment = np.asarray(final.assignment)
+    kept = [k for k in range(len(final.architectures)) if (assignment == k).any()]
+    if len(kept) == len(final.architectures):
+        return found, final
+    new_index = {old: new for new, old in enumerate(kept)}
+    relabelled = np.asarray([new_index[int(a)] for a in assignment])
+    archs = [final.architectures[k] for k in kept]
+    moe = ClusterGatedMoE([final.moe.experts[k] for k in kept], relabelled, archs)
+    report = final.report
+
+    def keep(values: list | None) -> list | None:
+        return None if values is None else [values[k] for k in kept if k < len(values)]
+
+    report = replace(
+        report,
+        per_expert_test_accuracy=keep(report.per_expert_test_accuracy) or [],
+        steps=keep(report.steps) or [],
+        final_length=keep(report.final_length),
+    )
+    dropped = [k for k in range(len(final.architectures)) if k not in kept]
+    selection = {**(found.selection or {}), "dropped_empty_experts": dropped}
+    losses = found.region_val_losses
+    found = replace(
+        found,
+        assignment=relabelled,
+        architectures=archs,
+        selection=selection,
+        region_val_losses=[losses[k] for k in kept if k < len(losses)],
+    )
+    final = replace(
+        final, assignment=relabelled, architectures=archs, moe=moe, report=report, search=found
+    )
+    return found, final
+
+
 def run_sgem(
     task: ClusteredTask,
     space: CellSpace,
@@ -263,4 +304,4 @@ def run_sgem(
     )
 
 
-__all__ = ["MethodResult", "finish", "finish_sgem", "run_sgem"]
+__all__ = ["MethodResult", "drop_empty_experts", "finish", "finish_sgem", "run_sgem"]

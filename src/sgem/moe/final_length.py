@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from ..space.arch import Arch
+from ..time_fence import fence_passed
 from ..train.losses import per_sample_nll
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
 
@@ -189,7 +190,8 @@ def track_validation(
     for i in range(max_steps):
         step(i)
         done = i + 1
-        if done % eval_every and done != max_steps:
+        cut = fence_passed()  # the time budget's hard end: score where it stands, stop
+        if done % eval_every and done != max_steps and not cut:
             continue
         loss = float(val_loss())
         curve.append((done, loss))
@@ -199,6 +201,8 @@ def track_validation(
             since_best += 1
             if patience is not None and since_best >= patience:
                 break
+        if cut:
+            break
     if best_step is None:  # every evaluation diverged: fall back to the first one
         best_step = curve[0][0]
     return best_step, best, done, curve

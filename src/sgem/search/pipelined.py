@@ -154,10 +154,9 @@ def progress_bar(done: int, total: int, show: bool) -> Any:
 
 
 def show_row(bar: Any, row: dict, n_observations: int, show: bool) -> None:
-    if show:
-        bar.set_postfix(
-            match=row["oracle_match"], obs=n_observations, tau=f"{row['kendall_tau']:.2f}"
-        )
+    if show:  # the oracle match only where the task knows its true partition
+        shown = {"match": row["oracle_match"]} if row.get("oracle_match") is not None else {}
+        bar.set_postfix(**shown, obs=n_observations, tau=f"{row['kendall_tau']:.2f}")
 
 
 class PipelinedLoop:
@@ -185,11 +184,14 @@ class PipelinedLoop:
             self._submit(InFlight.from_state(saved))
         steps = progress_bar(t_done, search.config.n_iterations, search.progress)
         stopped_at, last = None, t_done
+        took = 0.0  # the last step's seconds: one that would end past the deadline waits
         for t in steps:
-            if search.deadline is not None and time.perf_counter() > search.deadline:
+            if search.deadline is not None and time.perf_counter() + took > search.deadline:
                 stopped_at = t - 1
                 break
+            begun = time.perf_counter()
             logits, archs = self._step(t, logits, archs)
+            took = time.perf_counter() - begun
             last = t
             if self.trace:
                 show_row(steps, self.trace[-1], len(search.store_), search.progress)

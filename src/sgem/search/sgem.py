@@ -239,11 +239,14 @@ class SGEM:
         cfg = self.config
         iterations = progress_bar(t_done, cfg.n_iterations, self.progress)
         stopped_at = None
+        took = 0.0  # the last iteration's seconds: one that would end past the deadline waits
         for t in iterations:
-            if self.deadline is not None and time.perf_counter() > self.deadline:
+            if self.deadline is not None and time.perf_counter() + took > self.deadline:
                 stopped_at = t - 1
                 break
+            begun = time.perf_counter()
             logits, archs, row = self._iteration(t, task, logits, archs, sizes, rng)
+            took = time.perf_counter() - begun
             trace.append(row)
             self._checkpoint(t, logits, archs, rng, trace)
             self.listener("iteration", {"row": row})

@@ -45,6 +45,7 @@ from ..data.task import ClusteredTask
 from ..forecast import student_t_nll
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
+from ..time_fence import fence_passed
 from .adam import Adam
 from .cell_program import CellProgram, Node
 from .global_rng import GLOBAL_RNG_LOCK
@@ -188,6 +189,8 @@ class BatchedTabularTrainer:
             for tensor, (key, part) in zip(params["all"], params["keys"], strict=True):
                 tensor.grad = grads[key] if part is None else grads[key][part]
             opt.step()
+            if fence_passed():  # the time budget's hard end (sgem.time_fence)
+                break
         with torch.no_grad():
             x_val = self.x_val.expand(c, *self.x_val.shape)
             target = self._targets(tr.y_val.expand(c, *tr.y_val.shape))

@@ -28,6 +28,7 @@ from torch import nn
 from ..config_fields import check_bool, check_choice, check_float, check_int, config_from_dict
 from ..data.task import ClusteredTask
 from ..space.arch import Arch
+from ..time_fence import fence_passed
 from .adam import Adam
 from .early_stop import RegionEarlyStopping
 from .losses import bucket_by_cluster, per_sample_nll
@@ -337,6 +338,8 @@ class Trainer:
             loss.backward()
             clip_and_step(model.parameters(), opt, cfg)
             if monitor is not None and monitor(model, step + 1, total):
+                break
+            if fence_passed():  # the time budget's hard end (sgem.time_fence)
                 break
         model.eval()
         return model

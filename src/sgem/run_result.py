@@ -1,0 +1,154 @@
+"""What a finished run reports: result.json's content, the model's metrics, the summary.
+
+Kept apart from `sgem.pipeline` (which runs the stages) so that what a run *says* about
+itself has one home: the keys of result.json, the metrics a saved model carries, the
+lines `sgem fit` / `sgem run` print, and the sentence on how a budget was used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .budget_clock import BudgetClock
+from .data.task import ClusteredTask
+from .rundir import versions
+from .search.sgem import SearchResult
+
+
+def why_it_ended(result: dict, clock: BudgetClock, search_cfg) -> str:
+    """One sentence on how a budgeted fit used its budget (a user asks when it returns
+    well before the budget, or exactly at it)."""
+    budget = float(clock.budget or 0.0)
+    wall = clock.elapsed()
+    plan = result["time_budget"]
+    if plan.get("stopped_early"):
+        return "the budget ran out: the search stopped at its deadline before its last iteration"
+    if plan.get("final_stage_cut_at_fence"):
+        return "the budget ran out during the final stage: some final trainings were cut short"
+    if wall < 0.8 * budget:
+        return (
+            f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all "
+            f"{search_cfg.n_iterations} of its configured EM iterations (search.n_iterations, "
+            "--config) and the final stage finished; more iterations would use the rest"
+        )
+    return f"the planned search and final stage finished within the budget ({wall:.0f} s)"
+
+
+def result_json(
+    task: ClusteredTask, found: SearchResult, moe: dict, seed: int, seconds: float
+) -> dict:
+    return (
+        {
+            "task": task.name,
+            "seed": seed,
+            "routing": found.assignment.tolist(),
+            "architectures": [a.to_json() for a in found.architectures],
+            "architecture_keys": [a.key for a in found.architectures],
+            "oracle_partition": None
+            if task.oracle_partition is None
+            else task.oracle_partition.tolist(),
+            "oracle_match": found.oracle_match,
+            "region_val_losses": found.region_val_losses,
+            "selection": found.selection,
+            "test_accuracy": moe["test_accuracy"],
+            "test_nll": moe["test_nll"],
+            "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
+            "n_trained": found.n_trained,
+            # optimiser steps each final expert trained for; with final_length "validation"
+            # also how each was chosen (best step, tracking curve)
+            "final_steps": moe.get("steps"),
+            "final_length": moe.get("final_length"),
+            # with warm starts: each cell's global network (its tracking run)
+            "global_networks": moe.get("global_networks"),
+            # with warm starts: each cell's global network alone on the same test samples
+            "global_networks_test": moe.get("global_networks_test"),
+            "failed_trainings": found.failures,
+            "search_seconds": round(found.seconds, 3),
+            "wall_seconds": round(seconds, 3),
+            "mean_cluster_purity": task.meta.get("mean_purity"),
+            "cluster_sizes": task.cluster_sizes.tolist(),
+            "versions": versions(),
+        }
+        | (_forecast_json(task, moe) if task.loss == "student_t" else {})
+        | _target_units(task, moe)
+    )
+
+
+def _target_units(task: ClusteredTask, moe: dict) -> dict:
+    """Regression on a table: RMSE and CRPS back in the target's own units."""
+    target = task.meta.get("target_standardisation")
+    if not target or moe.get("test_rmse") is None:
+        return {}
+    return {
+        "test_rmse": moe["test_rmse"] * target["std"],
+        "test_crps_target_units": moe["test_crps"] * target["std"],
+    }
+
+
+def _forecast_json(task: ClusteredTask, moe: dict) -> dict:
+    """The forecasting scores (student_t tasks only, so other result.json stay as they were)."""
+    names = task.meta.get("domain_names")
+    per_domain = {(names[int(d)] if names else d): v for d, v in moe["per_domain_test_nll"].items()}
+    return {
+        "test_crps": moe["test_crps"],
+        "test_crps_closed_form": moe["test_crps_closed_form"],
+        "per_domain_test_nll": per_domain,
+        "final_steps_per_expert": moe["steps"],
+        "domain_names": names,
+        "n_clusters": task.n_clusters,
+        "n_windows": {s: len(getattr(task, s)) for s in ("train", "val", "test")},
+    }
+
+
+MODEL_DIR = "model"
+_METRICS = (
+    "test_accuracy",
+    "test_nll",
+    "per_expert_test_accuracy",
+    "test_crps",
+    "test_crps_closed_form",
+    "per_domain_test_nll",
+)
+
+
+def model_metrics(result: dict) -> dict:
+    """The test metrics a saved model carries (and `SgemModel.evaluate` reproduces)."""
+    return {k: result[k] for k in _METRICS if k in result}
+
+
+def summarise(result: dict) -> str:
+    archs = result["architecture_keys"]
+    lines = [
+        f"task {result['task']}  seed {result['seed']}",
+        f"  routing (expert per cluster): {result['routing']}",
+    ]
+    if result.get("oracle_match") is not None:
+        lines.append(f"  oracle match: {result['oracle_match']:.2f}")
+    for k, key in enumerate(archs):
+        n = int(np.sum(np.asarray(result["routing"]) == k))
+        lines.append(f"  expert {k}: {n} clusters, cell {key}")
+    if result.get("test_accuracy") is not None:
+        lines.append(f"  MoE test accuracy: {result['test_accuracy']:.4f}")
+    lines.append(f"  MoE test NLL: {result['test_nll']:.4f}")
+    if result.get("test_crps") is not None:
+        lines.append(f"  MoE test CRPS: {result['test_crps']:.4f} (sample-based)")
+    for key, scores in (result.get("global_networks_test") or {}).items():
+        acc = scores.get("test_accuracy")
+        lines.append(
+            f"  reference, one global network of cell {key} (no experts): test NLL "
+            f"{scores['test_nll']:.4f}" + (f", accuracy {acc:.4f}" if acc is not None else "")
+        )
+    lines.append(
+        f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
+    )
+    budget = result.get("time_budget") or {}
+    if budget.get("why_it_ended"):
+        lines.append(f"  time budget: {budget['why_it_ended']}")
+    timing = result.get("timing") or {}
+    if timing:  # the three largest phases say where the time went
+        top = sorted(timing.items(), key=lambda kv: -kv[1])[:3]
+        lines.append("  time: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in top))
+    return "\n".join(lines)
+
+
+__all__ = ["MODEL_DIR", "model_metrics", "result_json", "summarise", "why_it_ended"]

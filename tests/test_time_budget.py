@@ -1,0 +1,208 @@
+"""A time budget is kept: the fence stops every training loop, the clock carries spent
+seconds across a resume, a budget too small is refused naming the minimum, and the run
+says how it used its budget. Also: no saved model keeps an expert without a cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import sgem
+from sgem.budget_clock import BudgetClock
+from sgem.errors import SgemUserError
+from sgem.time_fence import fence, fence_passed, training_fence
+
+TINY_SEARCH = {
+    "n_init": 8,
+    "pool_size": 20,
+    "mc_masks": 3,
+    "routing_steps": 5,
+    "acquisitions_per_expert": 1,
+    "explore_every": 2,
+    "refit_budget": 1,
+    "final_candidates": 1,
+    "finalist_budget": 1,
+    "surrogate": {"epochs_first": 20, "epochs_refit": 5, "mc_samples": 3},
+}
+
+
+@pytest.fixture
+def table(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
+    frame["label"] = np.where(x[:, 0] * x[:, 1] > 0, "p", "n")
+    path = tmp_path / "train.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_the_fence_stops_a_training_loop_at_its_next_step() -> None:
+    from sgem.data import make_toy_task
+    from sgem.space import TabularSpace
+    from sgem.train import TrainConfig, Trainer
+
+    task = make_toy_task(0)
+    trainer = Trainer(task, TabularSpace(), TrainConfig(steps=100_000))
+    arch = TabularSpace().sample(np.random.default_rng(0))
+    start = time.perf_counter()
+    with training_fence(time.time() + 0.3):
+        assert fence() is not None and not fence_passed()
+        trainer.fit(arch, torch.as_tensor(task.train.x), torch.as_tensor(task.train.y), seed=0)
+    assert time.perf_counter() - start < 3.0  # 100k steps would take minutes
+    assert fence() is None  # lifted after the block
+
+
+def test_the_fence_ends_validation_tracking_where_it_stands() -> None:
+    from sgem.moe.final_length import track_validation
+
+    calls = []
+    with training_fence(time.time() - 1.0):  # already passed
+        best, _, done, curve = track_validation(calls.append, lambda: 1.0, 1000, 50)
+    assert done == 1 and len(calls) == 1 and curve == [(1, 1.0)] and best == 1
+
+
+def test_the_fence_reaches_worker_processes_through_the_environment() -> None:
+    import os
+
+    from sgem.time_fence import ENV
+
+    with training_fence(123.5):
+        assert float(os.environ[ENV]) == 123.5
+    assert ENV not in os.environ
+
+
+def test_a_resumed_clock_continues_with_what_is_left(tmp_path) -> None:
+    file = tmp_path / "budget_clock.json"
+    first = BudgetClock(file, budget=100.0)
+    with first.timed("search"):
+        first.started -= 30.0  # as if the search had run for 30 s
+    first.close()
+    saved = json.loads(file.read_text())
+    assert saved["spent_seconds"] >= 30.0 and saved["stages"]["search"] >= 0.0
+    resumed = BudgetClock(file, budget=100.0, resume=True)
+    assert 69.0 < resumed.left() <= 70.0
+    assert resumed.report()["spent_before_resume_seconds"] >= 30.0
+    assert "left of 100 s" in resumed.line()
+    fresh = BudgetClock(file, budget=100.0, resume=False)  # a new run starts from zero
+    assert fresh.left() > 99.0
+
+
+def test_a_torn_clock_file_costs_the_account_not_the_run(tmp_path) -> None:
+    file = tmp_path / "budget_clock.json"
+    file.write_text('{"spent_sec')
+    assert BudgetClock(file, budget=10.0, resume=True).left() > 9.0
+
+
+def test_a_fit_keeps_its_budget_even_when_the_plan_is_wrong(table, tmp_path, monkeypatch) -> None:
+    """The pilot claims trainings are 1000x cheaper than they are, so the plan schedules far
+    more search and final training than the budget holds; the fence still ends the fit
+    within budget + 5 s, and the result says the budget ran out."""
+    import sgem.budget
+
+    monkeypatch.setattr(sgem.budget, "pilot_seconds", lambda *a, **k: 1e-4)
+    budget = 12.0
+    config = {
+        "search": {
+            **TINY_SEARCH,
+            "n_iterations": 500,
+            "final_steps": 200_000,
+            "train": {"steps": 400},
+        }
+    }
+    start = time.perf_counter()
+    model = sgem.fit(
+        table,
+        target="label",
+        out=tmp_path / "run",
+        progress=False,
+        config=config,
+        time_budget=budget,
+        n_clusters=4,
+        executor="inline",
+    )
+    wall = time.perf_counter() - start
+    assert wall <= budget + 5.0
+    tb = model.result["time_budget"]
+    assert tb["stopped_early"] or tb["final_stage_cut_at_fence"]
+    assert "budget ran out" in tb["why_it_ended"]
+    clock = model.result["clock"]
+    assert clock["budget_seconds"] == budget and "final_stage" in clock["stage_seconds"]
+    assert model.predict(pd.DataFrame({"a": [1.0], "b": [2.0]})).shape == (1,)
+
+
+def test_a_budget_too_small_is_refused_naming_the_minimum(table, tmp_path, monkeypatch) -> None:
+    import sgem.budget
+
+    monkeypatch.setattr(sgem.budget, "pilot_seconds", lambda *a, **k: 5.0)
+    with pytest.raises(SgemUserError, match=r"too small .* give --time-budget \d+s or more"):
+        sgem.fit(
+            table,
+            target="label",
+            out=tmp_path / "run",
+            progress=False,
+            time_budget=20,
+            executor="inline",
+        )
+
+
+def test_a_fit_done_early_says_why(table, tmp_path) -> None:
+    config = {"search": {**TINY_SEARCH, "n_iterations": 1, "final_steps": 20}}
+    model = sgem.fit(
+        table,
+        target="label",
+        out=tmp_path / "run",
+        progress=False,
+        config=config,
+        time_budget=120,
+        n_clusters=4,
+        executor="inline",
+    )
+    why = model.result["time_budget"]["why_it_ended"]
+    assert why.startswith("done early") and "search.n_iterations" in why
+
+
+def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:
+    from sgem.data import make_toy_task
+    from sgem.experiment import drop_empty_experts, finish
+    from sgem.search.sgem import SearchResult
+    from sgem.space import TabularSpace
+    from sgem.train import TrainConfig, Trainer
+
+    task = make_toy_task(0)
+    space = TabularSpace()
+    trainer = Trainer(task, space, TrainConfig(steps=20))
+    rng = np.random.default_rng(0)
+    archs = [space.sample(rng) for _ in range(3)]
+    assignment = np.where(np.arange(task.n_clusters) % 2 == 0, 0, 2)  # expert 1 owns nothing
+    final = finish("sgem", task, trainer, assignment, archs, seed=0, final_steps=20)
+    found = SearchResult(
+        assignment=assignment,
+        architectures=archs,
+        routing=np.eye(3)[assignment],
+        trace=[],
+        store=None,  # type: ignore[arg-type]
+        oracle_match=None,
+        n_trained=0,
+        seconds=0.0,
+        region_val_losses=[0.1, None, 0.3],
+    )
+    found, final = drop_empty_experts(found, final)
+    assert sorted(set(final.assignment.tolist())) == [0, 1]
+    assert [a.key for a in final.architectures] == [archs[0].key, archs[2].key]
+    assert found.region_val_losses == [0.1, 0.3]
+    assert found.selection["dropped_empty_experts"] == [1]
+    assert len(final.report.per_expert_test_accuracy) == 2
+    path = final.save(tmp_path / "model", task, space)
+    model = sgem.load(path)
+    assert model.spec.n_experts == 2
+    x = task.test.x[:50]
+    assert np.array_equal(
+        model.predict(x),
+        final.moe(torch.as_tensor(x), torch.as_tensor(task.test.cluster[:50])).argmax(1).numpy(),
+    )
