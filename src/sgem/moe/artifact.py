@@ -10,8 +10,10 @@
 
 Only JSON and safetensors are read back: loading never unpickles or executes anything from
 the directory. Paths inside are relative (none are stored), so a copied directory loads
-anywhere. A newer format version, a missing file, a changed weight file (checksum) or a
-weight of the wrong shape is refused with a message saying which.
+anywhere. A newer format version, a missing file, a changed weight file (checksum), a
+weight of the wrong shape or a NaN / infinite value is refused with a message saying which.
+model.json's `info` may hold `calibration` (`sgem.moe.final_calibration`: plain numbers);
+a model saved without it predicts with its raw outputs.
 """
 
 from __future__ import annotations
@@ -223,6 +225,19 @@ def _read_weights(path: Path, name: str, expected_sha: str | None, reader) -> di
         raise SgemUserError(f"{file} is not a readable safetensors file: {exc}") from exc
 
 
+def _refuse_non_finite(tensors: dict, file: Path) -> None:
+    """safetensors reads NaN and inf as numbers: a model holding one (a diverged training,
+    a damaged copy) would predict NaN silently, so loading stops at the first."""
+    for name, value in tensors.items():
+        t = torch.as_tensor(value)
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise SgemUserError(
+                f"{file} holds NaN or infinite values in tensor {name!r}: the model is "
+                "unusable; re-fit it (sgem fit / sgem run) or restore the model directory "
+                "from an intact copy"
+            )
+
+
 def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preprocessor]:
     """Rebuild (spec, the MoE module, preprocessor) from a model directory, on the CPU: a
     `ClusterGatedMoE`, or a `LearnableGatedMoE` for a model saved with a learnable gate."""
@@ -252,6 +267,8 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preproces
         raise SgemUserError(f"{root / MODEL_JSON} is missing a field or malformed: {exc}") from exc
     weights = _read_weights(root, EXPERTS_FILE, files.get(EXPERTS_FILE), load_torch)
     arrays = _read_weights(root, PREPROCESSING_FILE, files.get(PREPROCESSING_FILE), load_numpy)
+    _refuse_non_finite(weights, root / EXPERTS_FILE)
+    _refuse_non_finite(arrays, root / PREPROCESSING_FILE)
     space = build_space(spec.space)
     in_dim = int(np.prod(spec.input_shape))
     archs = [space.validate(Arch.from_json(a)) for a in spec.architectures]

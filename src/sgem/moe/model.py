@@ -22,18 +22,27 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy import stats
 from torch import nn
 
 from ..data.task import Split
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from .artifact import ModelSpec, load_parts
+from .calibration import (
+    IntervalCalibration,
+    clip_to_support,
+    coverage,
+    expected_calibration_error,
+    never_negative,
+    t_quantiles,
+)
 from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
-from .scoring import score_outputs
+from .scoring import in_target_units, score_outputs
 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
+#: the card's name of the test split of a model saved without one
+HOLDOUT = "holdout: the run's test split (never used to fit or choose)"
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,21 @@ class SgemModel:
     def classes(self) -> list:
         return self.spec.classes or list(range(self.spec.n_classes or 0))
 
+    @property
+    def calibration(self) -> dict:
+        """The saved calibration (`sgem.moe.calibration`; {} for a model saved without)."""
+        return self.spec.info.get("calibration") or {}
+
+    @property
+    def temperature(self) -> float | None:
+        value = self.calibration.get("temperature")
+        return None if value is None else float(value)
+
+    @property
+    def interval_calibration(self) -> IntervalCalibration | None:
+        doc = self.calibration.get("intervals")
+        return None if doc is None else IntervalCalibration.from_json(doc)
+
     # -- routing and raw outputs -----------------------------------------------------------
     def _prepare(self, x: Any, **kwargs) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         if isinstance(self.preprocessor, ForecastPreprocessor):
@@ -175,11 +199,16 @@ class SgemModel:
         return self.moe(x, torch.as_tensor(cluster)).float()
 
     # -- classification --------------------------------------------------------------------
-    def predict_proba(self, x: Any, embeddings: np.ndarray | None = None) -> np.ndarray:
-        """Class probabilities (n, n_classes), columns in the order of `classes`."""
+    def predict_proba(
+        self, x: Any, embeddings: np.ndarray | None = None, calibrated: bool = True
+    ) -> np.ndarray:
+        """Class probabilities (n, n_classes), columns in the order of `classes`; with the
+        saved temperature applied (`calibrated=False`: the network's own softmax)."""
         self._require(self.is_classifier, "predict_proba", "classification")
         x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
-        return torch.softmax(self.outputs(x_model, cluster), dim=1).numpy()
+        out = self.outputs(x_model, cluster)
+        t = self.temperature if calibrated else None
+        return torch.softmax(out if t is None else out / t, dim=1).numpy()
 
     def predict(self, x: Any, embeddings: np.ndarray | None = None) -> np.ndarray:
         """Class labels (decoded to the original labels), or for a regression / forecasting
@@ -191,21 +220,25 @@ class SgemModel:
         if self.is_classifier:
             idx = out.argmax(1).numpy()
             return np.asarray(self.classes, dtype=object)[idx] if self.spec.classes else idx
-        return self._unscale_target(out[..., 0].numpy()).reshape(len(out), -1).squeeze(1)
+        point = self._unscale_target(out[..., 0].numpy()).reshape(len(out), -1).squeeze(1)
+        return clip_to_support(point, self.calibration.get("support"))
 
     def predict_quantiles(
-        self, x: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES
+        self, x: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES, calibrated: bool = True
     ) -> dict[float, np.ndarray]:
-        """Regression: {q: (n,)} predictive quantiles of the target, in its own units."""
+        """Regression: {q: (n,)} predictive quantiles of the target, in its own units,
+        conformally calibrated and kept inside the target's support seen in training (a
+        target never below 0 gets no quantile below 0); `calibrated=False`: the raw
+        Student-t quantiles."""
         self._require(
             not self.is_classifier and not self.is_forecaster, "predict_quantiles", "regression"
         )
         x_model, cluster, _ = self._prepare(x)
         out = self.outputs(x_model, cluster).double().numpy()[:, 0, :]
-        return {
-            float(q): self._unscale_target(out[:, 0] + out[:, 1] * stats.t.ppf(q, out[:, 2]))
-            for q in quantiles
-        }
+        cal = self.interval_calibration if calibrated else None
+        qv = t_quantiles(out[:, 0], out[:, 1], out[:, 2], quantiles, cluster, cal)
+        support = self.calibration.get("support") if calibrated else None
+        return {q: clip_to_support(self._unscale_target(v), support) for q, v in qv.items()}
 
     def _unscale_target(self, values: np.ndarray) -> np.ndarray:
         target = self.spec.info.get("target_standardisation")
@@ -214,9 +247,17 @@ class SgemModel:
         return values * float(target["std"]) + float(target["mean"])
 
     # -- forecasting -----------------------------------------------------------------------
-    def forecast(self, series: Any, quantiles: Sequence[float] = DEFAULT_QUANTILES) -> Forecast:
+    def forecast(
+        self,
+        series: Any,
+        quantiles: Sequence[float] = DEFAULT_QUANTILES,
+        calibrated: bool = True,
+    ) -> Forecast:
         """Forecast the next `horizon` steps of each series (each of length >= context),
-        in the series' own units: the window scaling is undone on every output."""
+        in the series' own units: the window scaling is undone on every output. The
+        quantiles are conformally calibrated, and a series whose history never went below 0
+        gets no point or quantile below 0 (clipped); `calibrated=False`, or a model saved
+        without calibration: the raw Student-t."""
         self._require(self.is_forecaster, "forecast", "forecasting")
         qs = tuple(float(q) for q in quantiles)
         if any(not 0.0 < q < 1.0 for q in qs):
@@ -225,7 +266,12 @@ class SgemModel:
         out = self.outputs(x_model, cluster).double().numpy()
         s = scale[:, None]
         loc, sc, df = out[..., 0] * s, out[..., 1] * s, out[..., 2]
-        qv = {q: loc + sc * stats.t.ppf(q, df) for q in qs}
+        cal = self.interval_calibration if calibrated else None
+        qv = t_quantiles(loc, sc, df, qs, cluster, cal)
+        if cal is not None:  # the support: >= 0 where the history never went below 0
+            keep = never_negative(series, x_model)[:, None]
+            loc = np.where(keep, np.maximum(loc, 0.0), loc)
+            qv = {q: np.where(keep, np.maximum(v, 0.0), v) for q, v in qv.items()}
         return Forecast(loc, sc, df, qv, cluster, self._experts_of(x_model, cluster))
 
     # -- evaluation ------------------------------------------------------------------------
@@ -266,7 +312,7 @@ class SgemModel:
             raise SgemUserError(f"x has {len(x_model)} samples but y has {len(y)}")
         with _torch_threads(info.get("torch_threads")):
             out = self.outputs(x_model, cluster)
-        return score_outputs(
+        scores = score_outputs(
             out,
             np.asarray(y),
             self.spec.loss,
@@ -276,6 +322,31 @@ class SgemModel:
             crps_samples=crps_samples,
             seed=seed,
         )
+        target = info.get("target_standardisation")
+        if target and not self.is_classifier:  # a table's regression: the target's units
+            scores |= in_target_units(scores, out.double().numpy(), y, float(target["std"]))
+        return scores | self._calibration_scores(out.double().numpy(), np.asarray(y), cluster, x)
+
+    def _calibration_scores(self, out: np.ndarray, y: np.ndarray, cluster, x: Any) -> dict:
+        """How calibrated what the model gives is on these labels: the ECE (15 bins) of
+        `predict_proba`, or the coverage of the central 80 % interval of
+        `predict_quantiles` / `forecast` (both as saved: calibrated where the model is)."""
+        if self.is_classifier:
+            t = self.temperature or 1.0
+            probs = np.exp(out / t - np.logaddexp.reduce(out / t, axis=1, keepdims=True))
+            return {"test_ece_15": expected_calibration_error(probs, y)}
+        cal = self.interval_calibration
+        q = t_quantiles(out[..., 0], out[..., 1], out[..., 2], (0.1, 0.9), cluster, cal)
+        lo, hi = q[0.1], q[0.9]
+        if self.is_forecaster and cal is not None:  # as `forecast` clips (scale-free)
+            context = x.x if isinstance(x, Split) else self._prepare(x)[0]
+            keep = never_negative(x, context)[:, None]
+            lo, hi = (np.where(keep, np.maximum(v, 0.0), v) for v in (lo, hi))
+        elif not self.is_forecaster:  # as `predict_quantiles` gives them, in target units
+            support = self.calibration.get("support")
+            lo, hi, y = (self._unscale_target(v) for v in (lo, hi, y.astype(np.float64)))
+            lo, hi = clip_to_support(lo, support), clip_to_support(hi, support)
+        return {"test_coverage_80": coverage(y, lo, hi)["overall"]}
 
     def _encode_labels(self, y: np.ndarray) -> np.ndarray:
         index = {str(c): i for i, c in enumerate(self.classes)}
@@ -313,8 +384,12 @@ class SgemModel:
             )
         metric_names = ("test_accuracy", "test_nll", "test_crps")
         shown = [f"{m} {s.metrics[m]:.4f}" for m in metric_names if s.metrics.get(m) is not None]
-        if shown:
-            lines.append("  test: " + ", ".join(shown))
+        if shown:  # the run's test split, named for what it is
+            label = self.calibration.get("holdout") or HOLDOUT
+            lines.append(f"  {label}: " + ", ".join(shown))
+        from .final_calibration import card_lines
+
+        lines += card_lines(self.calibration)
         for key, ref in (s.info.get("reference_networks_test") or {}).items():
             scores = [f"{m} {ref[m]:.4f}" for m in metric_names if ref.get(m) is not None]
             shown_ref = ", ".join(scores)

@@ -74,4 +74,24 @@ def score_outputs(
     }
 
 
-__all__ = ["evaluate_forecasts", "forecast_metrics", "score_outputs"]
+def in_target_units(scores: dict, out, y: np.ndarray, std: float) -> dict:
+    """Regression on a standardised target (a table): `score_outputs`' RMSE and CRPS of
+    the Student-t, and the MAE of its median, in the target's own units (times `std`).
+    The NLL stays per sample of the standardised target; `test_nll_units` says so (the
+    target's units add ln(std))."""
+    loc = np.asarray(out[..., 0] if not isinstance(out, torch.Tensor) else out[..., 0].cpu())
+    err = loc.astype(np.float64) - np.asarray(y, dtype=np.float64).reshape(loc.shape)
+    scaled = {
+        k: (None if scores.get(k) is None else float(scores[k]) * std)
+        for k in ("test_rmse", "test_crps", "test_crps_closed_form")
+    }
+    return scaled | {
+        "test_mae": float(np.mean(np.abs(err))) * std,
+        "test_nll_units": (
+            f"nats per sample of the standardised target (in the target's units: add "
+            f"ln(std) = {np.log(std):.4f})"
+        ),
+    }
+
+
+__all__ = ["evaluate_forecasts", "forecast_metrics", "in_target_units", "score_outputs"]

@@ -1,0 +1,313 @@
+"""A finished run's calibration: honest validation predictions, the fit, the card's numbers.
+
+Where the out-of-sample predictions come from. The final MoE is retrained on train +
+validation, so its own validation residuals are in-sample (too small) and would calibrate
+nothing. Instead each expert is trained once more, on its region's TRAINING samples only,
+with the final protocol's own recipe (same cell, seed and length: the fixed step count, or
+with a validation-chosen length the tracking run's best step count, fine-tuning the global
+network of its cell trained on the training samples for its best step count with warm
+starts), and predicts the validation samples it never saw. The corrections fitted on those
+predictions (`sgem.moe.calibration`) are applied to the refitted model, as AutoGluon does
+for its refit_full models: the refit saw more data, so if anything it is slightly better
+than the networks calibrated, and the intervals err on the wide side. With a "-norefit"
+length the final networks ARE trained on the training samples only, so they predict
+validation directly and nothing is trained. The extra trainings cost about one final
+retrain on 80 % of the data (tiny for tables); `FinalCalibration.seconds` reports it and
+result.json's timing carries it as "calibration".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data.task import ClusteredTask, Split
+from ..jobs import job_seed
+from ..random_streams import expert_seed
+from ..time_fence import fence_passed
+from ..train.trainer import Trainer
+from .calibration import (
+    IntervalCalibration,
+    clip_to_support,
+    coverage,
+    expected_calibration_error,
+    fit_temperature,
+    softmax,
+    support_of,
+    t_quantiles,
+)
+from .expert_fit import steps_for_epochs
+from .final_length import resolve_length
+from .scoring import in_target_units
+from .warm_start import needs_warm_start
+
+#: the central interval the card reports
+CARD_LEVEL = 0.8
+
+
+@dataclass(frozen=True)
+class FinalCalibration:
+    """`state`: what model.json's info["calibration"] holds (plain numbers and strings);
+    `report`: result.json's "calibration"; `units`: result.json's regression scores in the
+    target's units (tables); `seconds`: what it all cost."""
+
+    state: dict
+    report: dict
+    units: dict
+    seconds: float
+
+    def result_fields(self) -> dict:
+        return {"calibration": self.report, **self.units}
+
+
+def validation_outputs(
+    task: ClusteredTask,
+    trainer: Trainer,
+    final,
+    seed: int,
+    length: str = "fixed",
+    epochs: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-sample outputs of `final` (a `MethodResult`) on `task.val`, as float64
+    (n_val, ...), and which validation samples have one (a region without training
+    samples has none). See the module docstring for where they come from."""
+    rule = resolve_length(length)
+    if rule is not None and not rule.refit:  # the final networks never saw validation
+        return _outputs(final.moe, task.val, trainer.device), np.ones(len(task.val), bool)
+    report, assignment = final.report, np.asarray(final.assignment)
+    dev = trainer.device
+    x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=dev)
+    y_tr = torch.as_tensor(task.train.y, device=dev)
+    x_va = torch.as_tensor(task.val.x, dtype=torch.float32, device=dev)
+    out: np.ndarray | None = None
+    has = np.zeros(len(task.val), dtype=bool)
+    starts: dict[str, dict] = {}
+    for k, arch in enumerate(final.architectures):
+        region = assignment == k
+        tr, va = region[task.train.cluster], region[task.val.cluster]
+        if not final.moe.used[k] or not tr.any() or not va.any():
+            continue
+        tracked = (report.final_length or [None] * (k + 1))[k]
+        init = None
+        if tracked is not None:
+            steps = int(tracked["best_step"])
+        elif epochs is not None:
+            steps = steps_for_epochs(int(tr.sum()), epochs, trainer.config.batch_size)
+        else:
+            steps = int(report.steps[k])
+        if rule is not None and rule.warm_start and needs_warm_start(region):
+            if arch.key not in starts:
+                starts[arch.key] = _global_state(task, trainer, final, arch, seed, x_tr, y_tr)
+            init = starts[arch.key]
+            steps = steps if tracked is not None else 0  # untracked: the start as is
+        sel = torch.as_tensor(tr, device=dev)
+        net = trainer.fit(
+            arch, x_tr[sel], y_tr[sel], seed=expert_seed(seed, k), steps=steps, init_state=init
+        )
+        with torch.no_grad():
+            pred = trainer.predict(net.eval(), x_va[torch.as_tensor(va, device=dev)])
+        pred_np = pred.double().cpu().numpy()
+        if out is None:
+            out = np.zeros((len(task.val), *pred_np.shape[1:]))
+        out[va], has[va] = pred_np, True
+    if out is None:
+        raise ValueError("no expert has both training and validation samples to calibrate on")
+    return out, has
+
+
+def _global_state(task, trainer, final, arch, seed, x_tr, y_tr) -> dict:
+    """The global network of `arch` (every cluster) trained on the training samples for its
+    tracking run's best step count: what a warm-started expert's tracking run fine-tuned."""
+    every = np.ones(task.n_clusters, dtype=bool)
+    tracked = (final.report.global_networks or {}).get(arch.key)
+    steps = int(tracked["best_step"]) if tracked else int(max(s or 0 for s in final.report.steps))
+    net = trainer.fit(arch, x_tr, y_tr, seed=job_seed(seed, arch, every), steps=max(steps, 1))
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+@torch.no_grad()
+def _outputs(moe, split: Split, device) -> np.ndarray:
+    x = torch.as_tensor(split.x, dtype=torch.float32, device=device)
+    out = moe.eval()(x, torch.as_tensor(split.cluster, device=device))
+    return out.double().cpu().numpy()
+
+
+def holdout_label(task: ClusteredTask) -> str:
+    """What the test split is, in words for the model card."""
+    n = len(task.train) + len(task.val) + len(task.test)
+    share = 100 * len(task.test) / max(n, 1)
+    of = "the training file" if task.name in ("table", "series") else "the task's data"
+    return f"holdout: {share:.0f} % of {of} (never used to fit or choose)"
+
+
+def calibrate_final(
+    task: ClusteredTask,
+    trainer: Trainer,
+    final,
+    seed: int,
+    *,
+    length: str = "fixed",
+    epochs: float | None = None,
+) -> FinalCalibration:
+    """Fit the calibration of `final` (a `MethodResult` of a cluster-gated MoE) and measure
+    it on validation (before / after) and on the holdout (the test split)."""
+    start = time.perf_counter()
+    test_out = _outputs(final.moe, task.test, trainer.device)
+    target = task.meta.get("target_standardisation")
+    units: dict = {}
+    if target and task.loss == "student_t":  # a table's regression scores, in its units
+        scores = final.report.to_json()
+        units = in_target_units(scores, test_out, task.test.y, float(target["std"]))
+        units |= _references_in_units(final.report.global_networks_test, float(target["std"]))
+    if fence_passed():  # a time budget's end: no time to train, the model stays raw
+        why = "the time budget ended before it (no training time left)"
+        return _skipped(task, why, units, start)
+    val_out, has = validation_outputs(task, trainer, final, seed, length, epochs)
+    if fence_passed():  # its trainings were cut short: their predictions would mislead
+        return _skipped(task, "the time budget ended during its trainings", units, start)
+    val = task.val.subset(np.flatnonzero(has))
+    val_out = val_out[has]
+    if task.loss == "cross_entropy":
+        state, report = _probabilities(val, val_out, task.test, test_out)
+    else:
+        state, report = _intervals(task, val, val_out, test_out)
+    seconds = time.perf_counter() - start
+    source = (
+        "the final networks (trained on the training split only)"
+        if (rule := resolve_length(length)) is not None and not rule.refit
+        else "each expert retrained on its region's training split only"
+    )
+    report = {"source": source, "seconds": round(seconds, 3), **report}
+    label = holdout_label(task)
+    report["holdout"] = {"label": label, **report["holdout"]}
+    state = {**state, "holdout": label, "target_units": units, "report": report}
+    return FinalCalibration(state, report, units, seconds)
+
+
+def _references_in_units(references: dict | None, std: float) -> dict:
+    """The reference networks' RMSE and CRPS in the target's units too, so the card
+    compares like with like."""
+    if not references:
+        return {}
+    names = ("test_rmse", "test_crps", "test_crps_closed_form")
+    return {
+        "global_networks_test": {
+            key: {k: (v * std if k in names and v is not None else v) for k, v in ref.items()}
+            for key, ref in references.items()
+        }
+    }
+
+
+def _skipped(task: ClusteredTask, why: str, units: dict, start: float) -> FinalCalibration:
+    """No calibration (the model keeps its raw outputs, as a model saved before it did)."""
+    seconds = time.perf_counter() - start
+    report = {"skipped": why, "seconds": round(seconds, 3)}
+    state = {"holdout": holdout_label(task), "target_units": units, "report": report}
+    return FinalCalibration(state, report, units, seconds)
+
+
+def card_lines(state: dict) -> list[str]:
+    """The model card's lines on units and calibration (none for a model saved without)."""
+    lines: list[str] = []
+    units = state.get("target_units") or {}
+    if units.get("test_rmse") is not None:
+        lines.append(
+            f"  holdout in the target's units: RMSE {units['test_rmse']:.4g}, MAE "
+            f"{units['test_mae']:.4g}, CRPS {units['test_crps']:.4g} (test_nll: per sample of "
+            "the standardised target)"
+        )
+    report = state.get("report") or {}
+    val, hold = report.get("validation") or {}, report.get("holdout") or {}
+    if report.get("skipped"):
+        lines.append(f"  not calibrated: {report['skipped']}")
+    if "ece_15" in val:
+        ece = [d["ece_15"][k] for d in (val, hold) for k in ("raw", "calibrated")]
+        lines.append(
+            f"  probabilities: temperature {report['temperature']:.3f} fitted on validation; "
+            "ECE (15 bins) raw -> calibrated: validation {:.3f} -> {:.3f}, holdout {:.3f} -> "
+            "{:.3f}".format(*ece)
+        )
+    if "coverage_80" in val:
+        cov = [d["coverage_80"][k]["overall"] for d in (val, hold) for k in ("raw", "calibrated")]
+        lines.append(
+            "  80 % interval coverage raw -> calibrated: validation {:.2f} -> {:.2f} (where "
+            "it was fitted), holdout {:.2f} -> {:.2f}".format(*cov)
+        )
+        calibrated = hold["coverage_80"]["calibrated"]
+        key = "per_domain" if calibrated.get("per_domain") else "per_cluster"
+        if calibrated.get(key):  # series: per domain; tables: per cluster
+            shown = ", ".join(f"{g} {v:.2f}" for g, v in calibrated[key].items())
+            lines.append(f"    holdout {key.replace('_', ' ')}, calibrated: {shown}")
+    return lines
+
+
+def _probabilities(val: Split, val_out, test: Split, test_out) -> tuple[dict, dict]:
+    temperature = fit_temperature(val_out, val.y)
+
+    def ece(split: Split, logits) -> dict:
+        return {
+            "n": len(split),
+            "ece_15": {
+                "raw": expected_calibration_error(softmax(logits), split.y),
+                "calibrated": expected_calibration_error(softmax(logits, temperature), split.y),
+            },
+        }
+
+    report = {"temperature": temperature, "validation": ece(val, val_out)}
+    report["holdout"] = ece(test, test_out)
+    return {"temperature": temperature}, report
+
+
+def _intervals(task, val: Split, val_out, test_out) -> tuple[dict, dict]:
+    loc, scale, df = (val_out[..., i] for i in range(3))
+    cal = IntervalCalibration.fit(val.y, loc, scale, df, val.cluster)
+    target = task.meta.get("target_standardisation")
+    state: dict = {"intervals": cal.to_json()}
+    if target:  # a table: the support of the target in its own units
+        y_fit = np.concatenate([task.train.y, task.val.y]).astype(np.float64)
+        state["support"] = support_of(y_fit * target["std"] + target["mean"])
+    names = task.meta.get("domain_names")
+    by_domain = task.name != "table" and val.source is not None
+
+    def card(split: Split, out: np.ndarray) -> dict:
+        group = None
+        if by_domain:
+            group = np.asarray([names[int(s)] if names else int(s) for s in split.source])
+        entry: dict = {"n": len(split)}
+        for kind, c in (("raw", None), ("calibrated", cal)):
+            qs = (0.5 - CARD_LEVEL / 2, 0.5 + CARD_LEVEL / 2)
+            q = t_quantiles(out[..., 0], out[..., 1], out[..., 2], qs, split.cluster, c)
+            lo, hi = q[qs[0]], q[qs[1]]
+            if c is not None:
+                lo, hi = _clipped(task, split, lo, state), _clipped(task, split, hi, state)
+            entry.setdefault("coverage_80", {})[kind] = coverage(
+                split.y, lo, hi, split.cluster, "cluster"
+            ) | (coverage(split.y, lo, hi, group, "domain") if by_domain else {})
+        return entry
+
+    report = {"validation": card(val, val_out), "holdout": card(task.test, test_out)}
+    return state, report
+
+
+def _clipped(task, split: Split, values: np.ndarray, state: dict) -> np.ndarray:
+    """Values in model units clipped as the saved model clips them: a table at its
+    target's support, a window at 0 when its context is never below 0."""
+    target = task.meta.get("target_standardisation")
+    if target:
+        mean, std = float(target["mean"]), float(target["std"])
+        return (clip_to_support(values * std + mean, state.get("support")) - mean) / std
+    nonneg = (split.x.reshape(len(split), -1) >= 0).all(1)
+    return np.where(nonneg.reshape((-1,) + (1,) * (values.ndim - 1)), np.maximum(values, 0), values)
+
+
+__all__ = [
+    "CARD_LEVEL",
+    "FinalCalibration",
+    "calibrate_final",
+    "card_lines",
+    "holdout_label",
+    "validation_outputs",
+]

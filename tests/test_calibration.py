@@ -1,0 +1,240 @@
+"""Calibration: conformal intervals reach their level, a temperature mends overconfident
+probabilities, the run stores both as plain numbers and the model applies them; quantiles
+stay inside a nonnegative target's support; models saved without calibration behave as
+before; NaN weights are refused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors.torch import load_file, save_file
+
+import sgem
+from sgem.errors import SgemUserError
+from sgem.moe.artifact import EXPERTS_FILE, MODEL_JSON, _sha256, save_final_moe
+from sgem.moe.calibration import (
+    IntervalCalibration,
+    coverage,
+    expected_calibration_error,
+    fit_temperature,
+    never_negative,
+    nll,
+    softmax,
+    t_quantiles,
+)
+from sgem.space import Arch, TabularSpace
+from sgem.train import TrainConfig, Trainer
+
+
+def _student(rng, n: int, spread: float, df: float = 6.0):
+    """Outputs claiming scale 1 for targets whose real spread is `spread` x that."""
+    loc = rng.normal(0, 3, (n, 1))
+    scale = rng.uniform(0.5, 2.0, (n, 1))
+    y = loc + spread * scale * rng.standard_t(df, (n, 1))
+    return y, loc, scale, np.full((n, 1), df)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    spread=st.floats(0.3, 3.0),
+    n_val=st.integers(200, 600),
+    level=st.sampled_from([0.5, 0.8, 0.9]),
+)
+def test_conformal_correction_reaches_its_coverage(seed, spread, n_val, level) -> None:
+    rng = np.random.default_rng(seed)
+    y, loc, scale, df = _student(rng, n_val + 4000, spread)
+    val, test = slice(0, n_val), slice(n_val, None)
+    cluster = np.zeros(len(y), dtype=int)
+    cal = IntervalCalibration.fit(y[val], loc[val], scale[val], df[val], cluster[val])
+    qs = (0.5 - level / 2, 0.5 + level / 2)
+    q = t_quantiles(loc[test], scale[test], df[test], qs, cluster[test], cal)
+    got = coverage(y[test], q[qs[0]], q[qs[1]])["overall"]
+    # the conformal coverage is Beta-distributed around the level (sd sqrt(L(1-L)/n)),
+    # plus the test sample's own noise: 4.5 sd is a bound no seed should cross
+    tol = 4.5 * np.sqrt(level * (1 - level) / (n_val + 1)) + 0.03
+    assert abs(got - level) < tol
+
+
+def test_each_cluster_with_enough_samples_gets_its_own_correction() -> None:
+    rng = np.random.default_rng(0)
+    parts = [_student(rng, 2400, s) for s in (0.4, 2.5)]
+    y, loc, scale, df = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    cluster = np.repeat([0, 1], 2400)
+    val = np.r_[0:400, 2400:2800]
+    test = np.setdiff1d(np.arange(4800), val)
+    cal = IntervalCalibration.fit(y[val], loc[val], scale[val], df[val], cluster[val])
+    assert set(cal.per_cluster) == {0, 1}
+    q = t_quantiles(loc[test], scale[test], df[test], (0.1, 0.9), cluster[test], cal)
+    per = coverage(y[test], q[0.1], q[0.9], cluster[test], "cluster")["per_cluster"]
+    assert all(abs(v - 0.8) < 0.05 for v in per.values()), per
+    # a cluster below the minimum count shares the pooled correction; a JSON round trip
+    few = IntervalCalibration.fit(*(a[val] for a in (y, loc, scale, df, cluster)), min_count=500)
+    assert few.per_cluster == {}
+    again = IntervalCalibration.from_json(json.loads(json.dumps(cal.to_json())))
+    assert again.pooled == cal.pooled and again.per_cluster.keys() == cal.per_cluster.keys()
+
+
+def test_quantiles_never_cross_and_keep_the_order_asked_for() -> None:
+    rng = np.random.default_rng(1)
+    y, loc, scale, df = _student(rng, 300, 0.2)  # very wide raw: corrections shrink
+    cal = IntervalCalibration.fit(y, loc, scale, df, np.zeros(300, int))
+    q = t_quantiles(loc, scale, df, (0.9, 0.45, 0.55, 0.1), np.zeros(300, int), cal)
+    assert list(q) == [0.9, 0.45, 0.55, 0.1]
+    assert np.all(q[0.1] <= q[0.45]) and np.all(q[0.45] <= q[0.55]) and np.all(q[0.55] <= q[0.9])
+
+
+def test_temperature_lowers_nll_of_overconfident_logits() -> None:
+    rng = np.random.default_rng(0)
+    true_logits = rng.normal(0, 1.0, (3000, 4))
+    probs = softmax(true_logits)
+    y = np.asarray([rng.choice(4, p=p) for p in probs])
+    overconfident = 4.0 * true_logits
+    t = fit_temperature(overconfident[:1500], y[:1500])
+    assert 3.0 < t < 5.5
+    assert nll(overconfident[1500:] / t, y[1500:]) < nll(overconfident[1500:], y[1500:]) - 0.2
+    before = expected_calibration_error(softmax(overconfident[1500:]), y[1500:])
+    after = expected_calibration_error(softmax(overconfident[1500:], t), y[1500:])
+    assert after < before / 2
+    assert np.array_equal(softmax(overconfident, t).argmax(1), overconfident.argmax(1))
+
+
+def test_never_negative_reads_the_whole_history() -> None:
+    context = np.ones((2, 3))
+    assert never_negative([np.r_[-1.0, 2, 2, 2], np.r_[0.0, 1, 1]], context).tolist() == [
+        False,
+        True,
+    ]
+    assert never_negative(np.ones((2, 5)), context).tolist() == [True, True]
+    assert never_negative("not series", -context).tolist() == [False, False]
+
+
+# -- saved models -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def raw_model(tmp_path_factory):
+    """A classifier saved the way models were saved before calibration existed."""
+    task = sgem.make_toy_task(seed=0, n_per_cloud=100, n_test_per_cloud=50, n_clusters=4)
+    space = TabularSpace(n_nodes=2)
+    archs = [Arch(("linear", "rbf"), (0, 0)), Arch(("rbf", "identity"), (0, 1))]
+    trainer = Trainer(task, space, TrainConfig(steps=20))
+    from sgem.moe.cluster_gated import train_final_moe
+
+    moe, report = train_final_moe(task, trainer, np.arange(4) % 2, archs, steps=20, seed=1)
+    path = tmp_path_factory.mktemp("raw") / "model"
+    save_final_moe(path, task, space, moe, trainer.n_out, metrics=report.to_json())
+    return task, path
+
+
+def test_a_model_saved_without_calibration_behaves_as_before(raw_model) -> None:
+    task, path = raw_model
+    model = sgem.load(path)
+    assert model.calibration == {} and model.temperature is None
+    x = task.test.x[:20]
+    out = model.outputs(x, model.route(x).cluster)
+    assert np.array_equal(model.predict_proba(x), torch.softmax(out, 1).numpy())
+    assert np.array_equal(model.predict_proba(x), model.predict_proba(x, calibrated=False))
+    text = model.summary()
+    assert "holdout: the run's test split (never used to fit or choose)" in text
+    assert "calibrat" not in text
+
+
+def test_nan_weights_are_refused_naming_the_tensor(raw_model, tmp_path) -> None:
+    import shutil
+
+    _, path = raw_model
+    copy = tmp_path / "m"
+    shutil.copytree(path, copy)
+    weights = load_file(str(copy / EXPERTS_FILE))
+    name = sorted(weights)[0]
+    weights[name] = weights[name].clone()
+    weights[name].view(-1)[0] = float("nan")
+    save_file(weights, str(copy / EXPERTS_FILE))
+    doc = json.loads((copy / MODEL_JSON).read_text())
+    doc["files"][EXPERTS_FILE] = _sha256(copy / EXPERTS_FILE)  # a model saved with NaN
+    (copy / MODEL_JSON).write_text(json.dumps(doc))
+    with pytest.raises(SgemUserError, match=rf"'{name}'.*re-fit"):
+        sgem.load(copy)
+
+
+# -- where the validation predictions come from ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def forecaster():
+    from helpers import short_train, small_ts_space, small_ts_task
+
+    task = small_ts_task()
+    space = small_ts_space()
+    trainer = Trainer(task, space, short_train())
+    archs = [Arch(("moving_average", "skip"), (0, 0)), Arch(("linear_trend", "skip"), (0, 1))]
+    return task, space, trainer, archs, np.arange(task.n_clusters) % 2
+
+
+def _val_tensors(task, sel):
+    return torch.as_tensor(task.val.x[sel], dtype=torch.float32)
+
+
+def test_validation_predictions_come_from_networks_that_never_saw_them(forecaster) -> None:
+    from sgem.experiment import finish
+    from sgem.moe.final_calibration import validation_outputs
+    from sgem.random_streams import expert_seed
+
+    task, _, trainer, archs, assignment = forecaster
+    final = finish("sgem", task, trainer, assignment, archs, 0, final_steps=5)
+    out, has = validation_outputs(task, trainer, final, 0, "fixed")
+    assert has.all()
+    region = assignment == 0
+    tr, va = region[task.train.cluster], region[task.val.cluster]
+    x_tr = torch.as_tensor(task.train.x[tr], dtype=torch.float32)
+    net = trainer.fit(archs[0], x_tr, torch.as_tensor(task.train.y[tr]), expert_seed(0, 0), 5)
+    with torch.no_grad():
+        expected = trainer.predict(net, _val_tensors(task, va)).double().numpy()
+    np.testing.assert_allclose(out[va], expected, rtol=1e-6)
+    with torch.no_grad():  # the refitted model's own outputs are another (in-sample) thing
+        refit = final.moe(_val_tensors(task, slice(None)), torch.as_tensor(task.val.cluster))
+    assert not np.allclose(out, refit.double().numpy())
+    norefit = "validation-norefit"
+    kept = finish("sgem", task, trainer, assignment, archs, 0, final_steps=5, final_length=norefit)
+    out, _ = validation_outputs(task, trainer, kept, 0, "validation-norefit")
+    with torch.no_grad():  # without a refit the final networks never saw validation
+        own = kept.moe(_val_tensors(task, slice(None)), torch.as_tensor(task.val.cluster))
+    np.testing.assert_allclose(out, own.double().numpy(), rtol=1e-6)
+
+
+def test_a_calibrated_forecaster_keeps_nonnegative_series_at_or_above_zero(
+    forecaster, tmp_path
+) -> None:
+    from sgem.experiment import finish
+    from sgem.moe.final_calibration import calibrate_final
+
+    task, space, trainer, archs, assignment = forecaster
+    final = finish(
+        "sgem", task, trainer, assignment, archs, 0, final_steps=5, final_length="validation-warm"
+    )
+    cal = calibrate_final(task, trainer, final, 0, length="validation-warm")
+    report = cal.report
+    assert report["holdout"]["coverage_80"]["calibrated"]["per_domain"].keys() == {
+        "cycle",
+        "walk",
+        "trend",
+    }
+    save_final_moe(
+        tmp_path / "m", task, space, final.moe, trainer.n_out, info={"calibration": cal.state}
+    )
+    model = sgem.load(tmp_path / "m")
+    rng = np.random.default_rng(0)
+    sparse = [np.where(rng.random(60) < 0.3, rng.exponential(5.0, 60), 0.0) for _ in range(4)]
+    raw = model.forecast(sparse, quantiles=(0.05, 0.95), calibrated=False)
+    fc = model.forecast(sparse, quantiles=(0.05, 0.95))
+    assert raw.quantiles[0.05].min() < 0  # the raw Student-t goes below 0
+    assert fc.quantiles[0.05].min() >= 0 and fc.point.min() >= 0
+    signed = [s - 3.0 for s in sparse]  # a history below 0: nothing is clipped
+    assert model.forecast(signed, quantiles=(0.05,)).quantiles[0.05].min() < 0
+    assert "80 % interval coverage" in model.summary()
