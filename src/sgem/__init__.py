@@ -25,6 +25,8 @@ _LAZY: dict[str, str] = {
     "make_toy_task": ".data",
     "read_tsf": ".data",
     "SgemUserError": ".errors",
+    "SgemClassifier": ".estimators",
+    "SgemRegressor": ".estimators",
     "fit": ".fitting",
     "Forecast": ".moe.model",
     "Routing": ".moe.model",
@@ -55,6 +57,7 @@ if TYPE_CHECKING:  # what static analysers and IDEs see
         read_tsf,
     )
     from .errors import SgemUserError
+    from .estimators import SgemClassifier, SgemRegressor
     from .fitting import fit
     from .moe.model import Forecast, Routing, SgemModel, load
     from .search import SGEM, SearchConfig, SearchResult
@@ -73,7 +76,9 @@ __all__ = [
     "Routing",
     "SearchConfig",
     "SearchResult",
+    "SgemClassifier",
     "SgemModel",
+    "SgemRegressor",
     "SgemUserError",
     "Split",
     "Surrogate",

@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument("--out", default=None, help="run directory (default runs/fit-NAME-seedN)")
     fit.add_argument("--config", default=None, help="YAML file overriding run config keys")
+    fit.add_argument(
+        "--missing",
+        choices=["impute", "error"],
+        default="impute",
+        help="missing values: impute (default; tables: median + indicator, most frequent "
+        "category; rows without a target dropped) or error (refuse them)",
+    )
     for name, default in (("--id-col", "unique_id"), ("--time-col", "ds"), ("--value-col", "y")):
         fit.add_argument(name, default=default, help=f"series: column name (default {default})")
     _add_executor_flags(fit)
@@ -216,6 +223,7 @@ def _fit(args: argparse.Namespace) -> int:
             id_col=args.id_col,
             time_col=args.time_col,
             value_col=args.value_col,
+            missing=args.missing,
         )
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)

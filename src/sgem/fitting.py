@@ -68,11 +68,23 @@ def fit_config(
     id_col: str = "unique_id",
     time_col: str = "ds",
     value_col: str = "y",
+    missing: str = "impute",
+    task_kind: str | None = None,
 ) -> dict[str, Any]:
-    """The full run config `sgem fit` runs for `data` (nothing is read but the header)."""
+    """The full run config `sgem fit` runs for `data` (nothing is read but the header).
+
+    `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
+    `task_kind` ("classification" / "regression") overrides a table's inferred kind."""
     from .budget import parse_duration
+    from .data.table_missing import check_policy
     from .pipeline import merge, preset, read_config_file
 
+    if not isinstance(data, str | os.PathLike):
+        raise SgemUserError(
+            f"fit_config reads a file path, not a {type(data).__name__}; sgem.fit(data, ...) "
+            "takes a DataFrame or (X, y) as well and writes it into the run directory"
+        )
+    missing = check_policy(missing)
     path = Path(data).expanduser()
     if not path.exists():
         raise SgemUserError(f"{path} does not exist")
@@ -80,13 +92,24 @@ def fit_config(
     if kind not in KINDS:
         raise SgemUserError(f"unknown --kind {kind!r}; choose one of {list(KINDS)}")
     base = preset(_PRESET_OF[kind])
-    task: dict[str, Any] = {"path": str(path.resolve()), "n_clusters": n_clusters}
+    task: dict[str, Any] = {
+        "path": str(path.resolve()),
+        "n_clusters": n_clusters,
+        "missing": missing,
+    }
     if kind == "tabular":
         if not target and path.suffix.lower() != ".npz":
             raise SgemUserError("a table needs the column to predict: --target COLUMN")
-        from .data.files import read_table
+        import warnings
 
-        table_kind = read_table(path, target=target, features=features).task_kind
+        from .data.files import read_table
+        from .data.table_contract import TableWarning
+
+        with warnings.catch_warnings():  # its notes come once, when the task is built
+            warnings.simplefilter("ignore", TableWarning)
+            table_kind = read_table(
+                path, target=target, features=features, kind=task_kind, missing=missing
+            ).task_kind
         task.update(name="table", target=target, features=features, kind=table_kind)
         if table_kind == "regression":
             base["space"]["head"] = "student_t"
@@ -119,7 +142,7 @@ AUTO_EXPERTS = (2, 3, 4)
 
 
 def fit(
-    data: str | os.PathLike,
+    data: Any,
     *,
     out: str | os.PathLike | None = None,
     progress: bool = True,
@@ -132,12 +155,23 @@ def fit(
 ):
     """Search an MoE for `data`, save it in `out` (default runs/fit-<name>-seed<N>) and
     return the loaded `SgemModel` (its result.json as `model.result`). Options are those of
-    `fit_config`; `n_experts="auto"` runs `fit_auto_experts`."""
+    `fit_config`; `n_experts="auto"` runs `fit_auto_experts`.
+
+    `data`: a path, a pandas DataFrame (a table, or long-format series with unique_id / ds /
+    y columns) or a tuple (X, y) (X 2-D: features x0..x{d-1}, target "target"); in-memory
+    data is written once into `out/input/` and fitted from there (`sgem.fit_input`), so
+    `sgem resume` and config.yaml work as for a file."""
+    from .fit_input import check_data, forget, in_memory, materialise
     from .moe.model import load
     from .pipeline import run_config
 
+    check_data(data)
     if out is None:
-        out = Path("runs") / f"fit-{Path(data).stem or 'data'}-seed{options.get('seed', 0)}"
+        stem = "data" if in_memory(data) else Path(data).stem or "data"
+        out = Path("runs") / f"fit-{stem}-seed{options.get('seed', 0)}"
+    written = None
+    if in_memory(data):
+        data, options["target"], written = materialise(data, out, options.get("target"))
     execution: dict[str, Any] = dict(
         progress=progress,
         executor=executor,
@@ -145,11 +179,15 @@ def fit(
         ray_address=ray_address,
         gpus_per_task=gpus_per_task,
     )
-    if n_experts == "auto":
-        result = fit_auto_experts(data, out, execution=execution, **options)
-    else:
-        run = fit_config(data, n_experts=_experts(n_experts), **options)
-        result = run_config(run, out, **execution)
+    try:
+        if n_experts == "auto":
+            result = fit_auto_experts(data, out, execution=execution, **options)
+        else:
+            run = fit_config(data, n_experts=_experts(n_experts), **options)
+            result = run_config(run, out, **execution)
+    except BaseException:
+        forget(written, out)  # a fit refused before the run claimed `out` leaves nothing
+        raise
     model = load(out)
     model.result = result
     return model

@@ -43,41 +43,34 @@ def _npz_x(path: Path) -> np.ndarray:
         raise SgemUserError(f"{path} is not a readable .npz file: {exc}") from exc
 
 
-def _table_features(model: SgemModel, path: Path) -> np.ndarray:
-    from .data.files import encode_table, read_frame
+def _table_frame(path: Path) -> pd.DataFrame:
+    """The file as a DataFrame, as it is: the model matches its columns by name, encodes
+    categories and imputes (or refuses) missing values as at fit (`SgemModel._prepare`,
+    `sgem.data.table_contract`), so the CLI and the Python API read a table alike."""
+    from .data.files import read_frame
 
-    encoding = model.spec.info.get("encoding")
-    frame = read_frame(path)
-    if encoding:
-        return encode_table(frame, encoding)
-    names = model.preprocessor.state()[0].get("feature_names")
-    if names:
-        missing = [c for c in names if c not in frame.columns]
-        if missing:
-            raise SgemUserError(
-                f"{path} lacks the feature column(s) {missing} the model was trained on"
-            )
-        frame = frame[names]
-    numeric = frame.select_dtypes(include="number")
-    if numeric.shape[1] != frame.shape[1]:
-        other = [c for c in frame.columns if c not in numeric.columns]
-        raise SgemUserError(f"{path}: column(s) {other} are not numeric; give numeric features")
-    return numeric.to_numpy(dtype=np.float64)
+    return read_frame(path)
 
 
 def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataFrame:
     """One row per sample: prediction (and class probabilities), expert, cluster."""
-    routing = model.route(x)
+    import warnings
+
+    from .data.table_contract import TableWarning
+
+    routing = model.route(x)  # notes about the table (ignored columns, ...) come from here
     n = len(routing.cluster)
     frame = pd.DataFrame({"row": ids if ids is not None else np.arange(n)})
-    frame["prediction"] = model.predict(x)
-    if model.is_classifier:
-        proba = model.predict_proba(x)
-        for j, name in enumerate(model.classes):
-            frame[f"p_{name}"] = proba[:, j]
-    else:
-        for q, values in model.predict_quantiles(x).items():
-            frame[f"q{q:g}"] = values
+    with warnings.catch_warnings():  # ... and not again for each output read from `x`
+        warnings.simplefilter("ignore", TableWarning)
+        frame["prediction"] = model.predict(x)
+        if model.is_classifier:
+            proba = model.predict_proba(x)
+            for j, name in enumerate(model.classes):
+                frame[f"p_{name}"] = proba[:, j]
+        else:
+            for q, values in model.predict_quantiles(x).items():
+                frame[f"q{q:g}"] = values
     frame["expert"] = routing.expert
     frame["cluster"] = routing.cluster
     return frame
@@ -147,7 +140,7 @@ def predict_file(
         raise SgemUserError(
             f"a tabular model reads CSV, Parquet or NPZ (array 'x'), not {path.name}"
         )
-    return predict_table(model, _table_features(model, path))
+    return predict_table(model, _table_frame(path))
 
 
 def write_table(frame: pd.DataFrame, out: str | os.PathLike) -> Path:

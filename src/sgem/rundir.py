@@ -25,6 +25,8 @@ TRACE = "trace.jsonl"
 STORE = "store.sqlite"
 RESULT = "result.json"
 LOCK = "run.lock"
+#: data given to `sgem.fit` in memory, written before the run claims the directory
+INPUT = "input"
 
 
 class RunDirectoryError(SgemUserError):
@@ -98,7 +100,7 @@ class RunDirectory:
         """
         if self.path.exists() and not self.path.is_dir():
             raise RunDirectoryError(f"{self.path} exists and is not a directory")
-        if self.path.exists() and any(self.path.iterdir()):
+        if self.path.exists() and any(p.name != INPUT for p in self.path.iterdir()):
             if not self.file(CONFIG).exists():
                 raise RunDirectoryError(
                     f"{self.path} is not empty and holds no sgem run ({CONFIG} missing). "

@@ -12,8 +12,8 @@ fix. Row numbers in messages are 0-based data rows (the header is not counted).
 
 from __future__ import annotations
 
-import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,8 +23,19 @@ import pandas as pd
 
 from ..errors import SgemUserError
 from .npz import read_xy_npz
-
-log = logging.getLogger(__name__)
+from .table_contract import as_frame, is_named, note, select_columns, to_numbers
+from .table_contract import first_rows as _first_rows
+from .table_contract import is_numeric as _is_numeric
+from .table_missing import (
+    INDICATOR_SUFFIX,
+    check_policy,
+    drop_missing_target,
+    fill_category,
+    impute_numbers,
+    learn_imputation,
+    policy_of,
+    refusal,
+)
 
 TaskKind = Literal["classification", "regression"]
 
@@ -129,16 +140,6 @@ def read_frame(path: str | os.PathLike) -> pd.DataFrame:
     return frame
 
 
-def _first_rows(mask: np.ndarray, k: int = 5) -> str:
-    rows = np.flatnonzero(mask)
-    shown = ", ".join(str(r) for r in rows[:k])
-    return shown + (", ..." if len(rows) > k else "")
-
-
-def _is_numeric(series: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
-
-
 def _scalar(value: Any) -> Any:
     """A numpy / pandas scalar as the plain Python value JSON writes."""
     return value.item() if isinstance(value, np.generic) else value
@@ -161,12 +162,6 @@ def _auto_kind(y: pd.Series) -> TaskKind:
 def _encode_target(
     y: pd.Series, name: str, kind: TaskKind | None
 ) -> tuple[np.ndarray, TaskKind, list[Any] | None]:
-    missing = y.isna().to_numpy()
-    if missing.any():
-        raise SgemUserError(
-            f"target column {name!r} has {int(missing.sum())} missing values (rows "
-            f"{_first_rows(missing)}); drop those rows or fill in their targets"
-        )
     if kind is None:
         kind = _auto_kind(y)
     elif kind not in ("classification", "regression"):
@@ -201,10 +196,11 @@ def _encode_target(
 
 
 def _column_spec(column: pd.Series, name: str) -> dict[str, Any]:
+    dtype = str(column.dtype)
     if _is_numeric(column):
-        return {"name": name, "kind": "numeric"}
+        return {"name": name, "kind": "numeric", "dtype": dtype}
     if pd.api.types.is_bool_dtype(column):
-        return {"name": name, "kind": "bool"}
+        return {"name": name, "kind": "bool", "dtype": dtype}
     categories = sorted({str(v) for v in column.dropna().to_numpy()})
     if len(categories) > MAX_CATEGORIES:
         raise SgemUserError(
@@ -212,7 +208,7 @@ def _column_spec(column: pd.Series, name: str) -> dict[str, Any]:
             f"{MAX_CATEGORIES}): it looks like an identifier or free text; leave it out of the "
             "features, or encode it as numbers yourself"
         )
-    return {"name": name, "kind": "onehot", "categories": categories}
+    return {"name": name, "kind": "onehot", "dtype": dtype, "categories": categories}
 
 
 def _check_missing_columns(frame: pd.DataFrame, wanted: list[str], what: str) -> None:
@@ -223,55 +219,63 @@ def _check_missing_columns(frame: pd.DataFrame, wanted: list[str], what: str) ->
         )
 
 
-def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]]) -> np.ndarray:
+def _onehot(column: pd.Series, spec: dict[str, Any], absent: np.ndarray) -> np.ndarray:
+    """One-hot over the training categories; an unseen category gets all-zero features
+    (no training category is more right than another), with a note naming it."""
+    name = spec["name"]
+    values = column.astype(str).to_numpy()
+    codes = pd.Index(spec["categories"]).get_indexer(values).astype(np.int64)
+    codes[absent] = -1
+    unseen = (codes < 0) & ~absent
+    if unseen.any():
+        examples = ", ".join(repr(e) for e in sorted(set(values[unseen]))[:5])
+        note(
+            f"column {name!r}: {int(unseen.sum())} rows hold categories not seen in training "
+            f"({examples}); their one-hot features are all zero"
+        )
+    block = np.zeros((len(column), len(spec["categories"])), dtype=np.float32)
+    rows = np.flatnonzero(codes >= 0)
+    block[rows, codes[rows]] = 1.0
+    return block
+
+
+def _numbers(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
+    values = to_numbers(column)
+    if values is None:
+        raise SgemUserError(
+            f"column {spec['name']!r} was numeric in training but holds text here (e.g. "
+            f"{column.dropna().iloc[0]!r}); fix the column's values"
+        )
+    return np.array(values, dtype=np.float64)  # a copy: imputation writes into it
+
+
+def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]], missing: str) -> np.ndarray:
+    """float32 features of `frame`; missing values imputed with the specs' statistics
+    (policy "impute") or refused (policy "error"); infinite values always refused."""
     blocks: list[np.ndarray] = []
     bad: dict[str, np.ndarray] = {}
     for spec in columns:
-        name = spec["name"]
-        column = frame[name]
+        column = frame[spec["name"]]
+        absent = column.isna().to_numpy()
+        if absent.any() and missing != "impute":
+            bad[spec["name"]] = absent
         if spec["kind"] == "onehot":
-            missing = column.isna().to_numpy()
-            values = column.astype(str).to_numpy()
-            codes = pd.Index(spec["categories"]).get_indexer(values).astype(np.int64)
-            codes[missing] = -1
-            unseen = (codes < 0) & ~missing
-            if unseen.any():
-                examples = sorted(set(values[unseen]))[:5]
-                log.warning(
-                    "column %r: %d rows hold categories not seen in training (%s); their one-hot "
-                    "features are all zero",
-                    name,
-                    int(unseen.sum()),
-                    ", ".join(repr(e) for e in examples),
-                )
-            if missing.any():
-                bad[name] = missing
-            block = np.zeros((len(frame), len(spec["categories"])), dtype=np.float32)
-            rows = np.flatnonzero(codes >= 0)
-            block[rows, codes[rows]] = 1.0
+            block = _onehot(column, spec, absent)
+            if absent.any() and missing == "impute":
+                fill_category(block, absent, spec)
             blocks.append(block)
             continue
-        if spec["kind"] == "bool" or pd.api.types.is_bool_dtype(column):
-            values = column.astype("float64").to_numpy()
-        elif _is_numeric(column):
-            values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-        else:
-            raise SgemUserError(
-                f"column {name!r} was numeric in training but holds text here (e.g. "
-                f"{column.dropna().iloc[0]!r}); fix the column's values"
-            )
-        nonfinite = ~np.isfinite(values)
-        if nonfinite.any():
-            bad[name] = nonfinite
+        values = _numbers(column, spec)
+        infinite = np.isinf(values)
+        if infinite.any():
+            bad[spec["name"]] = infinite | bad.get(spec["name"], False)
+        if absent.any() and missing == "impute":
+            impute_numbers(values, absent, spec)
         blocks.append(values.astype(np.float32)[:, None])
+        if spec.get("indicator"):
+            blocks.append(absent.astype(np.float32)[:, None])
     if bad:
-        any_bad = np.logical_or.reduce(list(bad.values()))
-        described = ", ".join(f"{c!r} ({int(m.sum())} rows)" for c, m in bad.items())
-        raise SgemUserError(
-            f"missing or infinite feature values in columns {described}; {int(any_bad.sum())} rows "
-            f"affected (rows {_first_rows(any_bad)}); drop or fill in those rows (e.g. "
-            "df.dropna()) before giving the table to sgem"
-        )
+        raise refusal(bad, missing)
     if not blocks:
         return np.zeros((len(frame), 0), dtype=np.float32)
     return np.concatenate(blocks, axis=1)
@@ -284,6 +288,8 @@ def _feature_names(columns: list[dict[str, Any]]) -> list[str]:
             names.extend(f"{spec['name']}={c}" for c in spec["categories"])
         else:
             names.append(spec["name"])
+            if spec.get("indicator"):
+                names.append(spec["name"] + INDICATOR_SUFFIX)
     return names
 
 
@@ -315,6 +321,8 @@ def read_table(
     features: list[str] | None = None,
     categorical: Literal["onehot", "refuse"] = "onehot",
     kind: TaskKind | None = None,
+    missing: str = "impute",
+    learn_rows: Callable[[int], np.ndarray] | None = None,
 ) -> TabularData:
     """Read a CSV/TSV (optionally gzipped), Parquet or NPZ file into a `TabularData`.
 
@@ -329,11 +337,18 @@ def read_table(
         kind: "classification" or "regression"; None decides from the target: a non-numeric
             target is classes; a numeric one is classes when all its values are integers with
             at most min(20, max(2, 5% of the rows)) distinct values, else regression.
+        missing: "impute" fills missing feature values (median + missing indicator for
+            numbers, most frequent category for categories; `sgem.data.table_missing`) and
+            drops rows without a target, with a warning; "error" refuses both.
+        learn_rows: given the number of rows kept, the rows whose values the imputation
+            learns from (default all); `table_task` passes the non-test rows.
 
-    Raises `SgemUserError` for a missing file or column, an empty file, a target with missing
-    values or a single class, missing or infinite feature values, refused categorical columns
-    and a Parquet file without pyarrow installed.
+    Raises `SgemUserError` for a missing file or column, an empty file, a target with a
+    single class (or missing values, under missing="error"), infinite feature values (or
+    missing ones, under missing="error"), refused categorical columns and a Parquet file
+    without pyarrow installed.
     """
+    missing = check_policy(missing)
     path = _existing_file(path)
     if _suffix(path) == ".npz":
         frame, target = _read_npz(path, target)
@@ -362,8 +377,12 @@ def read_table(
         )
     if categorical not in ("onehot", "refuse"):
         raise SgemUserError(f"categorical={categorical!r}: expected 'onehot' or 'refuse'")
+    frame = drop_missing_target(frame, target, missing)
     y, task_kind, classes = _encode_target(frame[target], target, kind)
-    x = _encode_columns(frame, columns)
+    if missing == "impute":
+        rows = np.arange(len(frame)) if learn_rows is None else np.asarray(learn_rows(len(frame)))
+        learn_imputation(frame, columns, rows)
+    x = _encode_columns(frame, columns, missing)
     names = _feature_names(columns)
     encoding = {
         "format": ENCODING_FORMAT,
@@ -371,21 +390,23 @@ def read_table(
         "target": target,
         "task_kind": task_kind,
         "classes": classes,
+        "missing": missing,
         "columns": columns,
         "feature_names": names,
     }
     return TabularData(x, y, names, task_kind, classes, encoding, target)
 
 
-def encode_table(
-    table: pd.DataFrame | np.ndarray | str | os.PathLike, encoding: dict[str, Any]
-) -> np.ndarray:
-    """Features of a new table (a DataFrame, a file `read_table` reads, or for an all-numeric
-    encoding a 2-D array) built exactly as `read_table` built them: float32 (n, d).
+def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
+    """Features of a new table built exactly as `read_table` built them: float32 (n, d).
 
-    The target column need not be there (it is ignored when it is). A missing feature column
-    raises `SgemUserError`; a category not seen in training gets all-zero one-hot features
-    and a logged warning.
+    `table`: a DataFrame, a dict (column -> values), a list of row dicts, a file
+    `read_table` reads, or (for an encoding without categorical columns) an array in the
+    training column order (`sgem.data.table_contract`). Columns are matched by name: the
+    target and any extra column are ignored (extra ones with a note), a missing feature
+    column is refused naming it. A category not seen in training gets all-zero one-hot
+    features, with a note. Missing values are imputed as at fit or refused, as the encoding
+    says (`sgem.data.table_missing`).
     """
     if encoding.get("format") != ENCODING_FORMAT:
         raise SgemUserError(
@@ -393,27 +414,25 @@ def encode_table(
             f"{ENCODING_FORMAT!r})"
         )
     columns = encoding["columns"]
+    names = [c["name"] for c in columns]
+    missing = policy_of(encoding)
     if isinstance(table, str | os.PathLike):
         path = _existing_file(table)
         table = (
             np.load(path, allow_pickle=False)["x"] if _suffix(path) == ".npz" else read_frame(path)
         )
-    if isinstance(table, np.ndarray):
-        if any(c["kind"] == "onehot" for c in columns):
-            raise SgemUserError(
-                "this encoding has categorical columns; give a table with named columns"
-            )
-        x = table[:, None] if table.ndim == 1 else table
-        if x.ndim != 2 or x.shape[1] != len(columns):
-            raise SgemUserError(
-                f"array of shape {table.shape}; expected (n, {len(columns)}) features"
-            )
-        table = pd.DataFrame(x, columns=[c["name"] for c in columns])
-    table = table.rename(columns=str)
-    _check_missing_columns(table, [c["name"] for c in columns], "feature columns")
-    if len(table) == 0:
+    categorical = [c["name"] for c in columns if c["kind"] == "onehot"]
+    if categorical and not is_named(table):
+        raise SgemUserError(
+            f"this model has categorical columns {categorical}; give a DataFrame, a dict "
+            "(column -> values) or a CSV/Parquet file with named columns, not an array"
+        )
+    frame = as_frame(table, names, named=encoding.get("source_format") != "npz")
+    fix = "; a column of missing values is imputed" if missing == "impute" else ""
+    frame = select_columns(frame, names, target=encoding.get("target"), fix=fix)
+    if len(frame) == 0:
         return np.zeros((0, len(encoding["feature_names"])), dtype=np.float32)
-    return _encode_columns(table, columns)
+    return _encode_columns(frame, columns, missing)
 
 
 __all__ = [

@@ -29,19 +29,28 @@ def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     """Classification or regression on a CSV / Parquet / NPZ table: features encoded
     (one-hot for categories), standardised per feature with the train + validation
     statistics (never the test rows'), clustered by k-means. Regression targets are
-    standardised too and modelled by a Student-t (the space's `head: student_t`)."""
+    standardised too and modelled by a Student-t (the space's `head: student_t`).
+    Missing feature values are imputed with statistics of the train + validation rows too
+    (`cfg["missing"]`, default "impute"; "error" refuses them; `sgem.data.table_missing`)."""
     from .files import read_table
 
+    def split(n: int) -> tuple[np.ndarray, np.ndarray]:  # (test rows, train + validation rows)
+        perm = stream_rng(seed, Stream.USER_TASK_SPLIT).permutation(n)
+        n_test = round(float(cfg.get("test_fraction", 0.2)) * n)
+        return perm[:n_test], perm[n_test:]
+
     data = read_table(
-        cfg["path"], target=cfg.get("target"), features=cfg.get("features"), kind=cfg.get("kind")
+        cfg["path"],
+        target=cfg.get("target"),
+        features=cfg.get("features"),
+        kind=cfg.get("kind"),
+        missing=cfg.get("missing") or "impute",
+        learn_rows=lambda n: split(n)[1],
     )
     regression = data.task_kind == "regression"
     n = len(data.x)
     n_clusters = int(cfg.get("n_clusters") or default_n_clusters(n))
-    rng = stream_rng(seed, Stream.USER_TASK_SPLIT)
-    perm = rng.permutation(n)
-    n_test = round(float(cfg.get("test_fraction", 0.2)) * n)
-    test, rest = perm[:n_test], perm[n_test:]
+    test, rest = split(n)
     mean = data.x[rest].astype(np.float64).mean(0)
     std = data.x[rest].astype(np.float64).std(0)
     std = np.where(std > 1e-12, std, 1.0)

@@ -175,7 +175,8 @@ class SgemModel:
             return self.preprocessor.transform(x)
         if isinstance(self.preprocessor, ImagePreprocessor):
             return (*self.preprocessor.transform(x, embeddings=kwargs.get("embeddings")), None)
-        return (*self.preprocessor.transform(x), None)
+        # tables: columns matched by name, encoded and imputed as at fit (the encoding)
+        return (*self.preprocessor.transform(x, self.spec.info.get("encoding")), None)
 
     def route(self, x: Any, embeddings: np.ndarray | None = None) -> Routing:
         """Cluster and expert of each sample (features, images, or series for forecasting)."""
@@ -394,6 +395,11 @@ class SgemModel:
             scores = [f"{m} {ref[m]:.4f}" for m in metric_names if ref.get(m) is not None]
             shown_ref = ", ".join(scores)
             lines.append(f"  reference, one network of cell {key} on all clusters: {shown_ref}")
+        from ..data.table_missing import imputation_summary
+
+        imputation = imputation_summary(s.info.get("encoding"))
+        if imputation:
+            lines.append(imputation)
         return "\n".join(lines)
 
     def __repr__(self) -> str:

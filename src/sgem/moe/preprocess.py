@@ -80,9 +80,26 @@ class TabularPreprocessor:
             feature_names=task.meta.get("feature_names"),
         )
 
-    def transform(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(model inputs float32, cluster id per sample)."""
-        x = _finite_2d(x, "predict", self.n_features)
+    def features(self, x: Any, encoding: dict | None = None) -> Any:
+        """Raw input -> the (n, d) features the standardisation reads, columns matched BY
+        NAME (`sgem.data.table_contract`): with a table `encoding` (a model fitted on a
+        table) as `encode_table` builds them (categories one-hot, missing values imputed or
+        refused as at fit); without one, a DataFrame / dict selects the columns
+        `feature_names` (x0, x1, ... when unnamed). A bare array is read by position."""
+        from ..data.table_contract import as_frame, is_named, numeric_frame, select_columns
+
+        if encoding:
+            from ..data.files_tabular import encode_table
+
+            return encode_table(x, encoding).astype(np.float64)
+        if not is_named(x):
+            return x
+        names = self.feature_names or [f"x{i}" for i in range(self.n_features)]
+        return numeric_frame(select_columns(as_frame(x, names, named=False), names))
+
+    def transform(self, x: Any, encoding: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(model inputs float32, cluster id per sample) of raw input (see `features`)."""
+        x = _finite_2d(self.features(x, encoding), "predict", self.n_features)
         z = (x - self.mean) / self.std
         return z.astype(np.float32), assign_to_centroids(z, self.centroids)
 
