@@ -253,7 +253,7 @@ def never_negative(series: object, context: np.ndarray) -> np.ndarray:
     """Per series: True when its whole history given (a 1-D array, a 2-D array of rows or
     a list of arrays) is never below 0; for any other input, its `context` (what the model
     read, (n, ...), scaled by a positive factor) decides."""
-    ctx = (np.asarray(context).reshape(len(context), -1) >= 0).all(1)
+    ctx: np.ndarray = np.asarray((np.asarray(context).reshape(len(context), -1) >= 0).all(1))
     rows: list | None = None
     if isinstance(series, np.ndarray) and series.ndim in (1, 2):
         rows = [series] if series.ndim == 1 else list(series)
@@ -265,7 +265,7 @@ def never_negative(series: object, context: np.ndarray) -> np.ndarray:
         hist = np.asarray([not (np.asarray(r, dtype=np.float64) < 0).any() for r in rows])
     except (TypeError, ValueError):
         return ctx
-    return ctx & hist
+    return np.asarray(ctx & hist)
 
 
 __all__ = [

@@ -274,7 +274,7 @@ def _intervals(task, val: Split, val_out, test_out) -> tuple[dict, dict]:
 
     def card(split: Split, out: np.ndarray) -> dict:
         group = None
-        if by_domain:
+        if by_domain and split.source is not None:
             group = np.asarray([names[int(s)] if names else int(s) for s in split.source])
         entry: dict = {"n": len(split)}
         for kind, c in (("raw", None), ("calibrated", cal)):
