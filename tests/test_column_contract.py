@@ -161,3 +161,46 @@ def test_the_toy_model_takes_arrays_and_columns_by_name(toy_model) -> None:
         model.predict(frame.assign(x0="high"))
     with pytest.raises(SgemUserError, match="NaN or inf"):  # no imputation state: refused
         model.predict(frame.assign(x0=np.nan))
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (None, r"cannot read NoneType None as a table; give a pandas DataFrame"),
+        ("nope.csv", r"nope.csv: no such file"),
+        ({"a": [1.0, 2.0], "b": [1.0]}, r"a dict of columns must map each column name to a list"),
+        (
+            pd.DataFrame([[1.0, 2.0, 3.0, "red", True]], columns=["a", "b", "a", "colour", "flag"]),
+            r"columns \['a'\] appear more than once in the table; keep one of each",
+        ),
+        (
+            pd.DataFrame({"a": ["high"], "b": [1.0], "colour": ["red"], "flag": [True]}),
+            r"column 'a' was numeric in training but holds text here \(e.g. 'high'\)",
+        ),
+    ],
+)
+def test_error_texts(fitted, table, message) -> None:
+    model, _, _ = fitted
+    with pytest.raises(SgemUserError, match=message):
+        model.predict(table)
+
+
+def test_fit_config_reads_paths_only() -> None:
+    from sgem.fitting import fit_config
+
+    with pytest.raises(SgemUserError, match=r"fit_config reads a file path.*sgem.fit\(data"):
+        fit_config(pd.DataFrame({"a": [1]}), target="a")
+
+
+def test_breast_cancer_with_its_columns_reversed_scores_the_same(tmp_path) -> None:
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer(as_frame=True)
+    x, y = data.data, data.target.to_numpy()
+    test = np.arange(len(x)) % 4 == 0
+    frame = x[~test].assign(label=y[~test])
+    model = sgem.fit(frame, target="label", out=tmp_path / "run", progress=False, config=TINY)
+    as_fitted = model.predict(x[test])
+    reversed_ = model.predict(x[test][x.columns[::-1]])
+    np.testing.assert_array_equal(reversed_, as_fitted)
+    assert (as_fitted == y[test]).mean() > 0.85

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .errors import SgemUserError
 
@@ -69,7 +69,7 @@ def fit_config(
     time_col: str = "ds",
     value_col: str = "y",
     missing: str = "impute",
-    task_kind: str | None = None,
+    task_kind: Literal["classification", "regression"] | None = None,
 ) -> dict[str, Any]:
     """The full run config `sgem fit` runs for `data` (nothing is read but the header).
 

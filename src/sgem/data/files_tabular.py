@@ -422,7 +422,7 @@ def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
             np.load(path, allow_pickle=False)["x"] if _suffix(path) == ".npz" else read_frame(path)
         )
     categorical = [c["name"] for c in columns if c["kind"] == "onehot"]
-    if categorical and not is_named(table):
+    if categorical and not is_named(table) and table is not None:
         raise SgemUserError(
             f"this model has categorical columns {categorical}; give a DataFrame, a dict "
             "(column -> values) or a CSV/Parquet file with named columns, not an array"
