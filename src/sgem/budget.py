@@ -190,10 +190,13 @@ def plan_search(
     data_ratio: float = 1.0,
     retrain_units: float | None = None,
     references: bool = False,
+    calibration: bool = False,
 ) -> tuple[SearchConfig, dict]:
     """A cheaper `cfg` whose trainings fit `seconds`, and the plan's numbers: the final
     stage first (`plan_final`), then the search in the time it leaves. The plan holds
-    `final_length` and `reduced` when the final stage had to be made cheaper."""
+    `final_length` and `reduced` when the final stage had to be made cheaper.
+    `calibration`: the final stage also retrains each expert on the training split alone
+    (`sgem.moe.final_calibration`; free when the final networks are kept unrefitted)."""
     full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
     configured = cfg
     cfg, length, reduced, units = plan_final(
@@ -201,6 +204,11 @@ def plan_search(
     )
     k = cfg.n_experts
     t = max(candidate_seconds, 1e-4)
+    rule_refits = "norefit" not in length
+    calibration_units = 0.0
+    if calibration and rule_refits:  # one train-only network per expert, fixed length
+        calibration_units = k * cfg.final_steps / cfg.train.steps
+    units += calibration_units
     final_cost = units * t
     search_seconds = max(0.0, seconds - final_cost)
     affordable = 0.5 * search_seconds / t  # half the time for surrogate, routing, overhead
@@ -230,6 +238,7 @@ def plan_search(
         "budget_seconds": round(seconds, 1),
         "candidate_seconds": round(candidate_seconds, 4),
         "final_retrain_seconds_estimate": round(final_cost, 1),
+        "calibration_seconds_estimate": round(calibration_units * t, 1),
         "affordable_trainings": int(affordable),
         **changes,
     }
@@ -327,6 +336,7 @@ def plan_run(
             data_ratio=n_fit / max(len(task.train), 1),
             retrain_units=retrain,
             references=isinstance(space, TabularSpace),  # `sgem.moe.reference` trains them
+            calibration=True,
         )
         file.write_text(json.dumps(plan, indent=1))
     if plan.get("reduced"):

@@ -160,7 +160,11 @@ def fit(
     `data`: a path, a pandas DataFrame (a table, or long-format series with unique_id / ds /
     y columns) or a tuple (X, y) (X 2-D: features x0..x{d-1}, target "target"); in-memory
     data is written once into `out/input/` and fitted from there (`sgem.fit_input`), so
-    `sgem resume` and config.yaml work as for a file."""
+    `sgem resume` and config.yaml work as for a file. A `time_budget` counts from
+    this call: the fit returns within it (plus a few seconds; `sgem.time_fence`)."""
+    import time
+
+    started = time.perf_counter()
     from .fit_input import check_data, forget, in_memory, materialise
     from .moe.model import load
     from .pipeline import run_config
@@ -181,10 +185,10 @@ def fit(
     )
     try:
         if n_experts == "auto":
-            result = fit_auto_experts(data, out, execution=execution, **options)
+            result = fit_auto_experts(data, out, execution=execution, started=started, **options)
         else:
             run = fit_config(data, n_experts=_experts(n_experts), **options)
-            result = run_config(run, out, **execution)
+            result = run_config(run, out, **execution, started=started)
     except BaseException:
         forget(written, out)  # a fit refused before the run claimed `out` leaves nothing
         raise
@@ -207,11 +211,17 @@ def fit_auto_experts(
     out: str | os.PathLike,
     execution: dict | None = None,
     candidates: tuple[int, ...] = AUTO_EXPERTS,
+    started: float | None = None,
     **options: Any,
 ) -> dict:
     """Choose K among `candidates` on measured validation loss, with the same search
     budget per K (a time budget is split evenly). `execution`: run_config's progress /
     executor / workers / ray_address / gpus_per_task.
+
+    A time budget is shared: each K gets an equal part of what is left when it starts
+    (`started`: the caller's `time.perf_counter()`), so the whole choice keeps the budget.
+    A K whose search leaves an expert without a cluster is saved without it and reported with
+    the experts it really uses (`n_experts_used`).
 
     Each K is a full run in `out/experts-K` (resumable on its own); the winner is the K whose
     returned regions have the lowest validation loss, weighted by region size (the measured
@@ -221,33 +231,47 @@ def fit_auto_experts(
     """
     import json
     import shutil
+    import time
 
     import numpy as np
 
     from .pipeline import run_config
 
     out = Path(out)
+    started = time.perf_counter() if started is None else started
     budget = options.pop("time_budget", None)
     if budget is not None:
         from .budget import parse_duration
 
         budget = parse_duration(budget) / len(candidates)
     report, best = [], None
-    for k in candidates:
+    for i, k in enumerate(candidates):
         run = fit_config(data, n_experts=k, time_budget=budget, **options)
-        result = run_config(run, out / f"experts-{k}", **(execution or {}))
+        # the i-th K's budget starts at i parts in; an earlier K's overrun is charged to it
+        spent = time.perf_counter() - started
+        begun = time.perf_counter() - max(0.0, spent - i * budget) if budget else None
+        result = run_config(run, out / f"experts-{k}", **(execution or {}), started=begun)
         losses = np.asarray(
             [np.nan if v is None else v for v in result["region_val_losses"]], dtype=float
         )
         sizes = np.bincount(result["routing"], weights=result["cluster_sizes"], minlength=k)
         used = ~np.isnan(losses)
         val_loss = float((losses[used] * sizes[used]).sum() / sizes[used].sum())
-        report.append({"n_experts": k, "validation_loss": val_loss, "test_nll": result["test_nll"]})
+        used_k = len(set(result["routing"]))
+        report.append(
+            {
+                "n_experts": k,
+                "n_experts_used": used_k,
+                "validation_loss": val_loss,
+                "test_nll": result["test_nll"],
+            }
+        )
         if best is None or val_loss < best[0]:
             best = (val_loss, k, result)
     assert best is not None
     _, k, result = best
     result = {**result, "experts_auto": {"chosen": k, "candidates": report}}
+    result["wall_seconds"] = round(time.perf_counter() - started, 3)  # every K's run
     if (out / "model").exists():
         shutil.rmtree(out / "model")
     shutil.copytree(out / f"experts-{k}" / "model", out / "model")

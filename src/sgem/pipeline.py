@@ -17,18 +17,20 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
 import torch
 
-from .budget import deadline, plan_run
+from .budget import deadline, plan_run, tail_seconds
+from .budget_clock import CLOCK_FILE, BudgetClock
 from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .executors import make_executor, resolve_executor
-from .experiment import finish_sgem
+from .experiment import drop_empty_experts, finish_sgem
 from .moe.artifact import save_final_moe
+from .moe.final_calibration import calibrate_final
 from .moe.reference import add_references
 from .presets import PRESET_NAMES
 from .progress import shown
+from .run_result import MODEL_DIR, model_metrics, result_json, summarise, why_it_ended
 from .runconfig import (
     RunConfig,
     build_space,
@@ -41,8 +43,9 @@ from .runconfig import (
     read_config_file,
 )
 from .rundir import STORE, TRACE, RunDirectory, versions
-from .search.sgem import SGEM, SearchResult
+from .search.sgem import SGEM
 from .store import ObservationStore
+from .time_fence import fence_passed, training_fence
 from .train.trainer import resolve_device
 
 log = logging.getLogger(__name__)
@@ -95,13 +98,15 @@ def run_config(
     workers: int = 2,
     ray_address: str | None = None,
     gpus_per_task: float = 0.0,
+    started: float | None = None,
 ) -> dict:
     """Run a complete run config (task, space, search, seed, ...) into run directory `out`:
     the one experiment path behind `sgem run`, `sgem fit` and the Python API.
 
     The mapping, as given, is the run's identity (config.yaml, the store's fingerprint); a
-    `RunConfig` is written as `RunConfig.to_dict()`."""
-    started = time.perf_counter()
+    `RunConfig` is written as `RunConfig.to_dict()`. `started`: the caller's
+    `time.perf_counter()` at its start, so a time budget counts the caller's own work too."""
+    started = time.perf_counter() if started is None else started
     if str(out).strip() == "":
         raise SgemUserError("the output directory is empty; give --out DIR")
     run_dict = run_cfg.to_dict() if isinstance(run_cfg, RunConfig) else run_cfg
@@ -175,13 +180,57 @@ def _execute(
     started: float | None = None,
 ) -> dict:
     """Search, final MoE, result.json, model and figures of a validated run config whose
-    mapping has `fingerprint` (the store refuses another run's file)."""
-    start = time.perf_counter() if started is None else started
+    mapping has `fingerprint` (the store refuses another run's file).
+
+    Under a time budget every training stops at the fence (`sgem.time_fence`), which leaves
+    the tail (scoring, saving, figures) its time; a resumed run continues with the seconds
+    its clock (`sgem.budget_clock`) has left."""
+    clock = BudgetClock(
+        rundir.file(CLOCK_FILE), cfg.time_budget, started=started, resume=resume, heartbeat=progress
+    )
+    fence_at = None
+    if cfg.time_budget:
+        fence_at = clock.wall_time_at(cfg.time_budget - tail_seconds(cfg.time_budget))
+    try:
+        with training_fence(fence_at):
+            return _stages(
+                cfg,
+                fingerprint,
+                rundir,
+                progress,
+                resume,
+                executor_kind,
+                workers,
+                ray_address,
+                gpus_per_task,
+                task,
+                clock,
+            )
+    finally:
+        clock.close()
+
+
+def _stages(
+    cfg: RunConfig,
+    fingerprint: str,
+    rundir: RunDirectory,
+    progress: bool,
+    resume: bool,
+    executor_kind: str,
+    workers: int,
+    ray_address: str | None,
+    gpus_per_task: float,
+    task: ClusteredTask | None,
+    clock: BudgetClock,
+) -> dict:
+    """The stages of `_execute`, each timed on `clock`."""
+    start = clock.started
     assert cfg.seed is not None  # validate_run requires it
     seed = cfg.seed
     torch.set_num_threads(cfg.torch_threads)
     if task is None:
-        task = build_task(cfg)
+        with clock.timed("reading_data"):
+            task = build_task(cfg)
     timing = {"task": time.perf_counter() - start}  # reading, validating, building the task
     space = build_space(cfg.space)
     search_cfg = cfg.search
@@ -201,7 +250,8 @@ def _execute(
     executor_kind = resolve_executor(executor_kind, device)
     plan = None
     if cfg.time_budget:
-        search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
+        with clock.timed("planning"):
+            search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
     search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener, device=device)
     try:
         # in-process executors are built by the search from its own trainer
@@ -219,14 +269,15 @@ def _execute(
             )
         )
         try:
-            found = search.fit(
-                task, store=store, executor=executor, resume=resume, deadline=deadline(plan)
-            )
+            with clock.timed("search"):
+                found = search.fit(
+                    task, store=store, executor=executor, resume=resume, deadline=deadline(plan)
+                )
             # the final MoE: the finalists' second look with the final protocol, then the
             # protocol every method shares (sgem.experiment.finish_sgem); a processes
             # executor's warm workers make the tracking runs and retrain side by side
             t0 = time.perf_counter()
-            with shown(progress):  # the stages after the EM bar (sgem.progress)
+            with shown(progress), clock.timed("final_stage"):  # after the EM bar
                 final = finish_sgem(
                     task,
                     search.trainer_,
@@ -242,19 +293,23 @@ def _execute(
             assert final.search is not None
             found = final.search  # the partition and cells of the final model
             t_ref = time.perf_counter()
-            with shown(progress):  # cheap on a table; warm starts already scored theirs
-                add_references(
-                    final.report,
-                    task,
-                    search.trainer_,
-                    found,
-                    seed,
-                    steps=search_cfg.final_steps,
-                    epochs=cfg.final_epochs,
-                    length=(plan or {}).get("final_length", cfg.final_length),
-                    crps_samples=cfg.crps_samples,
-                    executor=None if isinstance(executor, str) else executor,
-                )
+            final_cut = fence_passed()  # the budget's fence stopped final trainings
+            found, final = drop_empty_experts(found, final)
+            references_skipped = fence_passed()  # no time left to train them
+            with shown(progress), clock.timed("references"):  # warm starts scored theirs
+                if not references_skipped:
+                    add_references(
+                        final.report,
+                        task,
+                        search.trainer_,
+                        found,
+                        seed,
+                        steps=search_cfg.final_steps,
+                        epochs=cfg.final_epochs,
+                        length=(plan or {}).get("final_length", cfg.final_length),
+                        crps_samples=cfg.crps_samples,
+                        executor=None if isinstance(executor, str) else executor,
+                    )
             reference_seconds = time.perf_counter() - t_ref
         finally:
             if not isinstance(executor, str):
@@ -269,8 +324,19 @@ def _execute(
         timing["reference_networks"] = reference_seconds
     if check_seconds:
         timing["final_check"] = check_seconds
+    with clock.timed("calibration"):  # on out-of-sample validation predictions
+        calibration = calibrate_final(
+            task,
+            search.trainer_,
+            final,
+            seed,
+            length=(plan or {}).get("final_length", cfg.final_length),
+            epochs=cfg.final_epochs,
+        )
+    timing["calibration"] = calibration.seconds
     t0 = time.perf_counter()
-    result = _result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
+    result = result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
+    result |= calibration.result_fields()
     result["resumed"] = resume
     result["executor"] = executor_kind
     if plan is not None:
@@ -278,6 +344,8 @@ def _execute(
         result["time_budget"]["stopped_early"] = "stopped_at_deadline_after_iteration" in (
             found.selection or {}
         )
+        result["time_budget"]["final_stage_cut_at_fence"] = final_cut
+        result["time_budget"]["references_skipped"] = references_skipped
     save_final_moe(
         rundir.file(MODEL_DIR),
         task,
@@ -296,134 +364,25 @@ def _execute(
             "freq": task.meta.get("freq"),
             # one network of each expert's cell on all clusters, same test samples
             "reference_networks_test": result.get("global_networks_test"),
+            "calibration": calibration.state,
         },
     )
     result["model"] = MODEL_DIR
     rundir.write_result(result)
     from .report import draw_run_figures  # matplotlib only once a run has finished
 
-    draw_run_figures(rundir, task, found, seed, images=cfg.task["name"] == "images")
+    with clock.timed("figures"):
+        draw_run_figures(rundir, task, found, seed, images=cfg.task["name"] == "images")
     # where the time went (exclusive seconds per phase; sgem.timing): written last, so the
     # model and figures count too
     timing["reporting"] = time.perf_counter() - t0
     result["timing"] = {k: round(v, 3) for k, v in timing.items()}
-    result["wall_seconds"] = round(time.perf_counter() - start, 3)
+    result["wall_seconds"] = round(clock.elapsed(), 3)
+    result["clock"] = clock.report()
+    if plan is not None:
+        result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg)
     rundir.write_result(result)
     return result
-
-
-def _result_json(
-    task: ClusteredTask, found: SearchResult, moe: dict, seed: int, seconds: float
-) -> dict:
-    return (
-        {
-            "task": task.name,
-            "seed": seed,
-            "routing": found.assignment.tolist(),
-            "architectures": [a.to_json() for a in found.architectures],
-            "architecture_keys": [a.key for a in found.architectures],
-            "oracle_partition": None
-            if task.oracle_partition is None
-            else task.oracle_partition.tolist(),
-            "oracle_match": found.oracle_match,
-            "region_val_losses": found.region_val_losses,
-            "selection": found.selection,
-            "test_accuracy": moe["test_accuracy"],
-            "test_nll": moe["test_nll"],
-            "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
-            "n_trained": found.n_trained,
-            # optimiser steps each final expert trained for; with final_length "validation"
-            # also how each was chosen (best step, tracking curve)
-            "final_steps": moe.get("steps"),
-            "final_length": moe.get("final_length"),
-            # with warm starts: each cell's global network (its tracking run)
-            "global_networks": moe.get("global_networks"),
-            # with warm starts: each cell's global network alone on the same test samples
-            "global_networks_test": moe.get("global_networks_test"),
-            "failed_trainings": found.failures,
-            "search_seconds": round(found.seconds, 3),
-            "wall_seconds": round(seconds, 3),
-            "mean_cluster_purity": task.meta.get("mean_purity"),
-            "cluster_sizes": task.cluster_sizes.tolist(),
-            "versions": versions(),
-        }
-        | (_forecast_json(task, moe) if task.loss == "student_t" else {})
-        | _target_units(task, moe)
-    )
-
-
-def _target_units(task: ClusteredTask, moe: dict) -> dict:
-    """Regression on a table: RMSE and CRPS back in the target's own units."""
-    target = task.meta.get("target_standardisation")
-    if not target or moe.get("test_rmse") is None:
-        return {}
-    return {
-        "test_rmse": moe["test_rmse"] * target["std"],
-        "test_crps_target_units": moe["test_crps"] * target["std"],
-    }
-
-
-def _forecast_json(task: ClusteredTask, moe: dict) -> dict:
-    """The forecasting scores (student_t tasks only, so other result.json stay as they were)."""
-    names = task.meta.get("domain_names")
-    per_domain = {(names[int(d)] if names else d): v for d, v in moe["per_domain_test_nll"].items()}
-    return {
-        "test_crps": moe["test_crps"],
-        "test_crps_closed_form": moe["test_crps_closed_form"],
-        "per_domain_test_nll": per_domain,
-        "final_steps_per_expert": moe["steps"],
-        "domain_names": names,
-        "n_clusters": task.n_clusters,
-        "n_windows": {s: len(getattr(task, s)) for s in ("train", "val", "test")},
-    }
-
-
-MODEL_DIR = "model"
-_METRICS = (
-    "test_accuracy",
-    "test_nll",
-    "per_expert_test_accuracy",
-    "test_crps",
-    "test_crps_closed_form",
-    "per_domain_test_nll",
-)
-
-
-def model_metrics(result: dict) -> dict:
-    """The test metrics a saved model carries (and `SgemModel.evaluate` reproduces)."""
-    return {k: result[k] for k in _METRICS if k in result}
-
-
-def summarise(result: dict) -> str:
-    archs = result["architecture_keys"]
-    lines = [
-        f"task {result['task']}  seed {result['seed']}",
-        f"  routing (expert per cluster): {result['routing']}",
-    ]
-    if result.get("oracle_match") is not None:
-        lines.append(f"  oracle match: {result['oracle_match']:.2f}")
-    for k, key in enumerate(archs):
-        n = int(np.sum(np.asarray(result["routing"]) == k))
-        lines.append(f"  expert {k}: {n} clusters, cell {key}")
-    if result.get("test_accuracy") is not None:
-        lines.append(f"  MoE test accuracy: {result['test_accuracy']:.4f}")
-    lines.append(f"  MoE test NLL: {result['test_nll']:.4f}")
-    if result.get("test_crps") is not None:
-        lines.append(f"  MoE test CRPS: {result['test_crps']:.4f} (sample-based)")
-    for key, scores in (result.get("global_networks_test") or {}).items():
-        acc = scores.get("test_accuracy")
-        lines.append(
-            f"  reference, one global network of cell {key} (no experts): test NLL "
-            f"{scores['test_nll']:.4f}" + (f", accuracy {acc:.4f}" if acc is not None else "")
-        )
-    lines.append(
-        f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
-    )
-    timing = result.get("timing") or {}
-    if timing:  # the three largest phases say where the time went
-        top = sorted(timing.items(), key=lambda kv: -kv[1])[:3]
-        lines.append("  time: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in top))
-    return "\n".join(lines)
 
 
 __all__ = [
