@@ -28,6 +28,7 @@ _LAZY: dict[str, str] = {
     "SgemClassifier": ".estimators",
     "SgemRegressor": ".estimators",
     "fit": ".fitting",
+    "SgemForecaster": ".forecaster",
     "Forecast": ".moe.model",
     "Routing": ".moe.model",
     "SgemModel": ".moe.model",
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # what static analysers and IDEs see
     from .errors import SgemUserError
     from .estimators import SgemClassifier, SgemRegressor
     from .fitting import fit
+    from .forecaster import SgemForecaster
     from .moe.model import Forecast, Routing, SgemModel, load
     from .search import SGEM, SearchConfig, SearchResult
     from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
@@ -77,6 +79,7 @@ __all__ = [
     "SearchConfig",
     "SearchResult",
     "SgemClassifier",
+    "SgemForecaster",
     "SgemModel",
     "SgemRegressor",
     "SgemUserError",

@@ -79,30 +79,43 @@ def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataF
 def _forecast_frame(
     model: SgemModel, series: dict[str, np.ndarray], data: Any, quantiles
 ) -> pd.DataFrame:
-    context = model.preprocessor.context
-    names = [n for n in series if len(series[n]) >= context]
+    """One row per series and step. Gaps are filled and short histories padded as the
+    model says (`ForecastPreprocessor`), so every series with a value is forecast; a note
+    says how many were filled or padded (or, for a model saved before sgem did that,
+    skipped)."""
+    from .data.files_series import future_times
+
+    pre = model.preprocessor
+    context = pre.context
+    empty = [n for n in series if not np.isfinite(series[n]).any()]
+    names = [n for n in series if n not in set(empty)]
+    if not pre.pad_short:
+        names = [n for n in names if len(series[n]) >= context]
     if not names:
         raise SgemUserError(
-            f"every series is shorter than the model's context ({context} values); give "
-            "longer histories"
+            f"no series can be forecast: {len(empty)} have no value and the others are shorter "
+            f"than the model's context ({context} values); give longer histories"
         )
-    if len(names) < len(series):
-        print(
-            f"note: skipped {len(series) - len(names)} of {len(series)} series shorter than "
-            f"the model's context of {context} values"
+    notes = []
+    if empty:
+        notes.append(f"skipped {len(empty)} series without any value ({', '.join(empty[:3])})")
+    if len(names) + len(empty) < len(series):
+        skipped = len(series) - len(names) - len(empty)
+        notes.append(f"skipped {skipped} series shorter than the model's context of {context}")
+    padded = sum(len(series[n]) < context for n in names)
+    if pre.pad_short and padded:
+        notes.append(
+            f"padded {padded} of {len(names)} series shorter than the model's context of "
+            f"{context} values (with their first value)"
         )
+    gaps = sum(int((~np.isfinite(series[n])).any()) for n in names)
+    if pre.missing == "impute" and gaps:
+        notes.append(f"filled the gaps of {gaps} series")
+    for note in notes:
+        print(f"note: {note}")
     fc = model.forecast([series[n] for n in names], quantiles=quantiles)
-    frame = fc.to_frame(ids=names)
-    freq = getattr(data, "freq", None)
-    starts = getattr(data, "start", {}) or {}
-    if freq and all(isinstance(starts.get(n), pd.Timestamp) for n in names):
-        h = fc.loc.shape[1]
-        ds = []
-        for n in names:
-            grid = pd.date_range(starts[n], periods=len(series[n]) + h, freq=freq)
-            ds.extend(grid[-h:])
-        frame.insert(1, "ds", ds)
-    return frame
+    times = None if data is None else future_times(data, names, fc.loc.shape[1])
+    return fc.to_frame(ids=names, ds=times)
 
 
 def predict_file(

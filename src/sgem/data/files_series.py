@@ -7,8 +7,10 @@ becomes NaN, as does an empty value. A Monash `.tsf` file (or the `.zip` holding
 with `sgem.data.tsf.read_tsf`.
 
 `default_context(freq, horizon)` picks a context length from the frequency and the horizon,
-and `check_series_lengths` says, before any search starts, when series are too short for it.
-Every problem the user can fix raises `sgem.errors.SgemUserError`.
+`data_context` caps it where most series are short, `check_series_lengths` says, before any
+search starts, when series are too short for it (naming the flag that fixes it), and
+`future_times` dates the steps after each series' end. Every problem the user can fix
+raises `sgem.errors.SgemUserError`.
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ class SeriesData:
         freq: the pandas frequency string ("h", "D", "MS", ...), the most common one inferred
             over the series; None when unknown.
         horizon: the file's own forecast horizon (a `.tsf` `@horizon`), else None.
+        step: the grid step of integer time columns (the next time after t is t + step);
+            None for dates and `.tsf` files.
     """
 
     series: dict[str, np.ndarray]
     start: dict[str, Any] = field(default_factory=dict)
     freq: str | None = None
     horizon: int | None = None
+    step: int | None = None
 
     def __len__(self) -> int:
         return len(self.series)
@@ -299,7 +304,24 @@ def read_long_series(
         full = np.full(grid_len, np.nan)
         full[position] = v
         series[key] = full
-    return SeriesData(series, starts, freq)
+    return SeriesData(series, starts, freq, step=step if integer_time else None)
+
+
+def future_times(data: SeriesData, names: Sequence[str], horizon: int) -> np.ndarray | None:
+    """(len(names), horizon): the times of the next `horizon` steps after each series' end,
+    dates on the file's frequency or integers on its step; None when any series' times are
+    unknown (no frequency, or a `.tsf` without start timestamps)."""
+    rows = []
+    for name in names:
+        start, n = data.start.get(name), len(data.series[name])
+        if data.step is not None and isinstance(start, int | np.integer):
+            rows.append(int(start) + data.step * np.arange(n, n + horizon, dtype=np.int64))
+        elif data.freq is not None and isinstance(start, pd.Timestamp):
+            grid = pd.date_range(start, periods=n + horizon, freq=data.freq)
+            rows.append(grid[-horizon:].to_numpy())
+        else:
+            return None
+    return np.stack(rows) if rows else None
 
 
 # -- context and lengths --------------------------------------------------------------------------
@@ -362,18 +384,57 @@ def default_context(freq: str | None, horizon: int) -> int:
     return max(base, k * horizon)
 
 
+def data_context(freq: str | None, horizon: int, lengths: Sequence[int] | np.ndarray) -> int:
+    """The default context for series of these `lengths`: `default_context(freq, horizon)`,
+    capped where most series are short.
+
+    Long series keep the frequency's context (what suits their seasonality); a series
+    shorter than context + horizon is left-padded, not dropped. But when the median series
+    is shorter than that, most windows would be mostly padding, so the context is capped at
+    the median length minus the horizon (at least 2): the typical series then fills its
+    context and only the shorter half is padded.
+    """
+    base = default_context(freq, horizon)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if len(lengths) == 0:
+        return base
+    median = int(np.median(lengths))
+    if median >= base + int(horizon):
+        return base
+    return max(2, median - int(horizon))
+
+
+def _length_hint(shortest: int, horizon: int, pad: bool) -> str:
+    """The flag that makes a series of `shortest` values fit (a context needs >= 2 values,
+    a padded one >= 1 past value)."""
+    past = 1 if pad else 2
+    if shortest - horizon >= past:
+        fits = shortest - horizon
+        return (
+            f"use a context of at most {fits}: --context {fits} (the shortest length minus "
+            "the horizon)"
+        )
+    if shortest > past:
+        return f"use --horizon {shortest - past} or less (the shortest length minus {past})"
+    return f"drop the series with fewer than {past + 1} values"
+
+
 def check_series_lengths(
     series: SeriesData | Mapping[str, np.ndarray] | Sequence[np.ndarray],
     context: int,
     horizon: int,
     *,
     drop_short: bool = False,
+    pad: bool = False,
 ) -> list[str]:
-    """The names of the series long enough for one window of `context + horizon` values.
+    """The names of the series long enough to be trained on.
 
-    A series too short for that raises `SgemUserError` saying how many are too short, the
-    shortest length and the largest context that would fit; with `drop_short=True` the short
-    series are left out (a warning is logged) and only having none left raises.
+    Without `pad` a series needs one window of `context + horizon` values; with `pad`
+    (short histories are left-padded, `sgem.data.series_gaps.pad_left`) it needs more than
+    `horizon` values (one past value before a full target). A series too short raises
+    `SgemUserError` saying how many are too short, the shortest length and the flag (with
+    a value that fits) that fixes it; with `drop_short=True` the short series are left out
+    (a warning is logged) and only having none left raises.
     """
     if isinstance(series, SeriesData):
         series = series.series
@@ -381,35 +442,40 @@ def check_series_lengths(
         series = {str(i): s for i, s in enumerate(series)}
     if not series:
         raise SgemUserError("no series given")
-    need = int(context) + int(horizon)
+    context, horizon = int(context), int(horizon)
+    need = horizon + 1 if pad else context + horizon
     lengths = {name: len(values) for name, values in series.items()}
     short = [name for name, n in lengths.items() if n < need]
     if not short:
         return list(series)
     shortest_name = min(lengths, key=lengths.__getitem__)
     shortest = lengths[shortest_name]
-    fits = shortest - int(horizon)
-    hint = (
-        f"use a context of at most {fits} (the shortest length minus the horizon)"
-        if fits >= 1
-        else f"the shortest series is not even longer than the horizon {horizon}: shorten it"
-    )
-    message = (
-        f"{len(short)} of {len(series)} series are shorter than context + horizon = "
-        f"{context} + {horizon} = {need} (the shortest, {shortest_name!r}, has {shortest} "
-        "values)"
-    )
+    hint = _length_hint(shortest, horizon, pad)
+    if pad:
+        message = (
+            f"{len(short)} of {len(series)} series have at most {horizon} values, no more than "
+            f"the horizon (the shortest, {shortest_name!r}, has {shortest}), so none of their "
+            "windows has a past to learn from"
+        )
+    else:
+        message = (
+            f"{len(short)} of {len(series)} series are shorter than context + horizon = "
+            f"{context} + {horizon} = {need} (the shortest, {shortest_name!r}, has {shortest} "
+            "values)"
+        )
     if drop_short and len(short) < len(series):
-        log.warning("%s; they are left out (or %s)", message, hint)
+        log.warning("%s; they are left out of training (to keep them: %s)", message, hint)
         dropped = set(short)
         return [name for name in series if name not in dropped]
-    raise SgemUserError(f"{message}; {hint}, or leave the short series out")
+    raise SgemUserError(f"{message}; {hint}")
 
 
 __all__ = [
     "TSF_FREQUENCIES",
     "SeriesData",
     "check_series_lengths",
+    "data_context",
     "default_context",
+    "future_times",
     "read_long_series",
 ]

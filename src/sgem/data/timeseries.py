@@ -22,7 +22,7 @@ The domains live in `sgem.data.ts_domains` and the windows and descriptors in
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -90,6 +90,22 @@ def _split_indices(
     return train, val, test
 
 
+def _every_series_in_train(idx: dict[str, np.ndarray], win: Windows) -> dict[str, np.ndarray]:
+    """Move one window of every series without a training window into the training split
+    (from validation first), so that every series is trained on."""
+    key = win.source * (int(win.series.max(initial=0)) + 1) + win.series
+    moved: list[int] = []
+    for part in ("val", "test"):
+        absent = np.setdiff1d(key[idx[part]], np.concatenate([key[idx["train"]], key[moved]]))
+        if len(absent) == 0:
+            continue
+        _, first = np.unique(key[idx[part]], return_index=True)
+        take = idx[part][first[np.isin(key[idx[part]][first], absent)]]
+        moved.extend(take.tolist())
+        idx = {**idx, part: np.setdiff1d(idx[part], take)}
+    return {**idx, "train": np.sort(np.concatenate([idx["train"], moved]).astype(np.int64))}
+
+
 def clustering_features(context: np.ndarray) -> np.ndarray:
     """What k-means sees before standardisation: `asinh` of the descriptors.
 
@@ -121,6 +137,9 @@ def make_timeseries_task(
     seed: int = 0,
     name: str = "timeseries",
     floor_fraction: float = 0.2,
+    observed: Mapping[str, Sequence[np.ndarray]] | None = None,
+    every_series: bool = False,
+    fix: str = "use more windows (n_windows), fewer clusters, or a larger validation fraction",
 ) -> ClusteredTask:
     """The multi-domain forecasting `ClusteredTask` (loss "student_t").
 
@@ -150,6 +169,13 @@ def make_timeseries_task(
     (assign new windows with `assign_windows`), context, horizon, n_clusters_requested,
     merged_clusters.
 
+    A user's series (`sgem.data.user_tasks.series_task`): `observed` marks the observed
+    values of series whose gaps were filled (no target holds a filled value; see
+    `make_windows`), and `every_series=True` gives every series a window and puts one of
+    each series' windows in the training split, so no series is left out of training when
+    there are at least as many windows as series. `fix` is the remedy named when too few
+    clusters are left after merging.
+
     Caveat: windows are split at random, so a test window may overlap a training window
     cut from the same series (they are sampled independently).
     """
@@ -159,8 +185,19 @@ def make_timeseries_task(
         domains = load_domains(domains, names=names, offline=offline)
     elif names is not None:
         domains = {n: domains[n] for n in names}
-    win = make_windows(domains, context, horizon, n_windows, seed, floor_fraction=floor_fraction)
+    win = make_windows(
+        domains,
+        context,
+        horizon,
+        n_windows,
+        seed,
+        floor_fraction=floor_fraction,
+        observed=observed,
+        every_series=every_series,
+    )
     idx = dict(zip(("train", "val", "test"), _split_indices(win.source, split, seed), strict=True))
+    if every_series:
+        idx = _every_series_in_train(idx, win)
     parts = {s: win.subset(i) for s, i in idx.items()}
 
     desc = {s: clustering_features(w.context) for s, w in parts.items()}
@@ -172,7 +209,7 @@ def make_timeseries_task(
         seed,
         source={s: w.source for s, w in parts.items()},
         what="windows",
-        fix="use more windows (n_windows), fewer clusters, or a larger validation fraction",
+        fix=fix,
     )
     ids, centroids, merged, m = (
         clustered.ids,

@@ -1,7 +1,9 @@
 """Forecasting windows cut from several domains, and their descriptors.
 
 `make_windows` samples the same number of windows from every domain, none containing a
-missing value, each scaled by its own context (floored relative to the series' level);
+missing value (nor a filled value in its target, given the `observed` masks of a user's
+series), each scaled by its own context (floored relative to the series' level);
+`count_windows` says how many it may cut from each series;
 `unscale` maps scaled values back. `window_descriptors` summarises each scaled context by a
 few statistics (level, spread, trend, autocorrelations, spectrum); k-means runs on these,
 not on the raw windows. Everything here is also importable from `sgem.data.timeseries`.
@@ -24,6 +26,7 @@ __all__ = [
     "DESCRIPTOR_NAMES",
     "Domains",
     "Windows",
+    "count_windows",
     "make_windows",
     "unscale",
     "window_descriptors",
@@ -53,6 +56,7 @@ class Windows:
     start: np.ndarray  # (n,) int64
     domain_names: tuple[str, ...]
     floored: np.ndarray | None = None  # (n,) bool: scale is not the context's mean |x|
+    filled: np.ndarray | None = None  # (n,) int: filled (not observed) context values
 
     def __len__(self) -> int:
         return int(self.context.shape[0])
@@ -67,6 +71,7 @@ class Windows:
             self.start[index],
             self.domain_names,
             None if self.floored is None else self.floored[index],
+            None if self.filled is None else self.filled[index],
         )
 
 
@@ -90,24 +95,68 @@ def _series_of(domain: TSFData | Sequence[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def _valid_starts(series: list[np.ndarray], width: int) -> list[np.ndarray]:
-    """Per series, the starts of every window of `width` values with no missing value."""
+def _valid_starts(
+    series: list[np.ndarray],
+    width: int,
+    observed: list[np.ndarray] | None = None,
+    context: int = 0,
+) -> list[np.ndarray]:
+    """Per series, the starts of every window of `width` values with no missing value and,
+    with `observed` masks, no filled value among its last `width - context` (the target)."""
     starts = []
-    for s in series:
+    for j, s in enumerate(series):
         if len(s) < width:
             starts.append(np.empty(0, dtype=np.int64))
             continue
         bad = np.concatenate([[0], np.cumsum(~np.isfinite(s))])
-        starts.append(np.flatnonzero(bad[width:] == bad[:-width]).astype(np.int64))
+        ok = bad[width:] == bad[:-width]
+        if observed is not None:
+            filled = np.concatenate([[0], np.cumsum(~observed[j])])
+            ok &= filled[width:] == filled[context : len(s) - width + 1 + context]
+        starts.append(np.flatnonzero(ok).astype(np.int64))
     return starts
 
 
-def _history_level(series: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Mean |x| of `series[:end]` for every end (missing values skipped; 0 if none)."""
-    finite = np.isfinite(series)
+def count_windows(
+    series: Sequence[np.ndarray],
+    context: int,
+    horizon: int,
+    observed: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
+    """Per series, how many windows `make_windows` may cut from it (same validity rule)."""
+    arrays = [np.asarray(s, dtype=np.float64) for s in series]
+    masks = None if observed is None else [np.asarray(m, dtype=bool) for m in observed]
+    valid = _valid_starts(arrays, context + horizon, masks, context)
+    return np.array([len(v) for v in valid], dtype=np.int64)
+
+
+def _history_level(
+    series: np.ndarray, ends: np.ndarray, observed: np.ndarray | None = None
+) -> np.ndarray:
+    """Mean |x| of `series[:end]` for every end (missing and filled values skipped; 0 if
+    none)."""
+    finite = np.isfinite(series) if observed is None else np.isfinite(series) & observed
     total = np.concatenate([[0.0], np.cumsum(np.where(finite, np.abs(series), 0.0))])
     count = np.concatenate([[0], np.cumsum(finite)])
     return total[ends] / np.maximum(count[ends], 1)
+
+
+def _pick(
+    rng: np.random.Generator, counts: np.ndarray, size: int, every_series: bool
+) -> np.ndarray:
+    """`size` distinct window numbers among `counts.sum()`, sorted; with `every_series`,
+    one from every series that has a window before the rest are drawn."""
+    total = int(counts.sum())
+    if not every_series:
+        return np.sort(rng.choice(total, size=size, replace=False))
+    has = np.flatnonzero(counts)
+    first = (np.cumsum(counts) - counts)[has] + (rng.random(len(has)) * counts[has]).astype(
+        np.int64
+    )
+    if size <= len(first):
+        return np.sort(rng.choice(first, size=size, replace=False))
+    rest = np.setdiff1d(np.arange(total), first, assume_unique=True)
+    return np.sort(np.concatenate([first, rng.choice(rest, size=size - len(first), replace=False)]))
 
 
 def make_windows(
@@ -118,6 +167,9 @@ def make_windows(
     seed: int = 0,
     min_scale: float = 1e-8,
     floor_fraction: float = 0.2,
+    *,
+    observed: Mapping[str, Sequence[np.ndarray]] | None = None,
+    every_series: bool = False,
 ) -> Windows:
     """Sample `n_windows // len(domains)` windows from every domain, scaled per window.
 
@@ -149,6 +201,14 @@ def make_windows(
 
     `domains` maps a domain name to a `TSFData` or to a list of 1-D arrays (NaN = missing);
     the domain id (`source`) is the position in the mapping.
+
+    Filled values (a user's series with gaps filled or short histories padded,
+    `sgem.data.series_gaps`): `observed` gives, per domain and series, a boolean mask of the
+    values that were observed. A filled value may sit in a context (the model reads what a
+    forecast will read) but never in a target (it would be scored as if measured), and the
+    series' level skips it; `Windows.filled` counts each context's filled values.
+    `every_series=True` draws one window from every series that has one before the rest
+    (uniformly), so no series is left out when there are at least as many windows as series.
     """
     names = tuple(domains)
     n_domains = len(names)
@@ -162,10 +222,11 @@ def make_windows(
     if per_domain < 1:
         raise ValueError(f"n_windows={n_windows} is fewer than one window per domain")
     width = context + horizon
-    windows, sources, series_ids, starts, levels = [], [], [], [], []
+    windows, sources, series_ids, starts, levels, filled = [], [], [], [], [], []
     for d, name in enumerate(names):
         series = _series_of(domains[name])
-        valid = _valid_starts(series, width)
+        masks = None if observed is None else [np.asarray(m, bool) for m in observed[name]]
+        valid = _valid_starts(series, width, masks, context)
         counts = np.array([len(v) for v in valid], dtype=np.int64)
         total = int(counts.sum())
         if total < per_domain:
@@ -176,13 +237,17 @@ def make_windows(
                 "Use fewer windows (n_windows) or a shorter context/horizon."
             )
         rng = series_window_rng(seed, d)
-        pick = np.sort(rng.choice(total, size=per_domain, replace=False))
+        pick = _pick(rng, counts, per_domain, every_series)
         which = np.searchsorted(np.cumsum(counts), pick, side="right")
         offsets = pick - (np.cumsum(counts) - counts)[which]
         for j in np.unique(which):
             at = valid[j][offsets[which == j]]
             windows.append(sliding_window_view(series[j], width)[at])
-            levels.append(_history_level(series[j], at + context))
+            levels.append(
+                _history_level(series[j], at + context, None if masks is None else masks[j])
+            )
+            if masks is not None:
+                filled.append((~sliding_window_view(masks[j], context)[at]).sum(axis=1))
             series_ids.append(np.full(len(at), j, dtype=np.int64))
             starts.append(at)
         sources.append(np.full(per_domain, d, dtype=np.int64))
@@ -200,6 +265,7 @@ def make_windows(
         start=np.concatenate(starts),
         domain_names=names,
         floored=scale != context_level,
+        filled=np.concatenate(filled).astype(np.int64) if observed is not None else None,
     )
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SgemUserError
 from ..random_streams import Stream, stream_rng
 from .build import build_task
 from .task import ClusteredTask
@@ -93,8 +92,14 @@ def _plain(value: Any) -> Any:
 
 def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     """Forecasting on long-format series or a .tsf file: windows of `context` -> `horizon`
-    values from every series, clustered on their descriptors (one domain: the file)."""
-    from .files import check_series_lengths, default_context, read_long_series
+    values from every series, clustered on their descriptors (one domain: the file).
+
+    Gaps are filled and short series left-padded (`sgem.data.series_plan.plan_series`;
+    `cfg["missing"] = "error"` refuses gaps instead); a window whose target holds a filled
+    value is never cut, and every series with a window has one in the training split.
+    `task.meta["series_report"]` says what was filled, padded and left out."""
+    from .files import read_long_series
+    from .series_plan import plan_series
     from .timeseries import make_timeseries_task
 
     data = read_long_series(
@@ -103,41 +108,29 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
         time_col=cfg.get("time_col", "ds"),
         value_col=cfg.get("value_col", "y"),
     )
-    horizon = int(cfg.get("horizon") or data.horizon or 0)
-    if horizon < 1:
-        raise SgemUserError("give the forecast horizon: --horizon N (steps to forecast)")
-    context = int(cfg.get("context") or default_context(data.freq, horizon))
-    names = check_series_lengths(data, context, horizon, drop_short=True)
-    series = [data.series[n] for n in names]
-    windows = _available_windows(series, context + horizon)
-    n_windows = int(cfg.get("n_windows") or min(4000, windows))
-    if n_windows > windows:
-        raise SgemUserError(
-            f"asked for {n_windows} windows but the series hold only {windows} windows of "
-            f"{context + horizon} values without a missing value; use fewer (--n-windows)"
-        )
-    n_clusters = int(cfg.get("n_clusters") or default_n_clusters(n_windows))
+    plan = plan_series(data, cfg)
     task = make_timeseries_task(
-        {"series": series},
-        n_windows=n_windows,
-        n_clusters=n_clusters,
-        context=context,
-        horizon=horizon,
+        {"series": plan.series},
+        n_windows=plan.n_windows,
+        n_clusters=plan.n_clusters,
+        context=plan.context,
+        horizon=plan.horizon,
         seed=seed,
         name="series",
+        observed={"series": plan.observed},
+        every_series=True,
+        fix=plan.fix,
     )
-    meta = {**task.meta, "freq": data.freq, "series_names": names}
+    trained = len(np.unique(task.meta["windows"]["train"].series))
+    meta = {
+        **task.meta,
+        "freq": data.freq,
+        "series_names": plan.names,
+        "missing": cfg.get("missing") or "impute",
+        "pad_short": True,
+        "series_report": {**plan.report, "series_trained": trained},
+    }
     return replace(task, meta=meta)
-
-
-def _available_windows(series: list[np.ndarray], width: int) -> int:
-    total = 0
-    for s in series:
-        if len(s) < width:
-            continue
-        bad = np.concatenate([[0], np.cumsum(~np.isfinite(s))])
-        total += int((bad[width:] == bad[:-width]).sum())
-    return total
 
 
 def image_folder_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:

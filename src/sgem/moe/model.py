@@ -76,16 +76,34 @@ class Forecast:
     def mean(self) -> np.ndarray:
         return self.loc  # df > 2, so the mean exists and equals the location
 
-    def to_frame(self, ids: Sequence[Any] | None = None):
-        """Long format (one row per series and step): unique_id, step, forecast, the quantile
-        columns q0.1 ..., loc/scale/df, expert, cluster."""
+    def to_frame(self, ids: Sequence[Any] | None = None, ds: Any = None):
+        """Long format (one row per series and step): unique_id, ds, step, forecast, the
+        quantile columns q0.1 ..., loc/scale/df, expert, cluster.
+
+        `ds` gives the time of every forecast: an (n, horizon) array-like (dates or
+        integers), or a flat sequence of n * horizon in row order; None: ds is the step
+        number 1..horizon (the times are unknown), as `step` always is.
+        """
         import pandas as pd
 
         n, h = self.loc.shape
         ids = list(range(n)) if ids is None else list(ids)
+        if len(ids) != n:
+            raise SgemUserError(f"to_frame: {len(ids)} ids for {n} forecast series")
+        steps = np.tile(np.arange(1, h + 1), n)
+        if ds is None:
+            times: Any = steps
+        else:
+            times = np.asarray(ds).reshape(-1)
+            if len(times) != n * h:
+                raise SgemUserError(
+                    f"to_frame: ds holds {len(times)} times for {n} series x {h} steps; give "
+                    "one time per series and step"
+                )
         cols: dict[str, Any] = {
             "unique_id": np.repeat(np.asarray(ids, dtype=object), h),
-            "step": np.tile(np.arange(1, h + 1), n),
+            "ds": times,
+            "step": steps,
             "forecast": self.point.reshape(-1),
         }
         for q, v in self.quantiles.items():

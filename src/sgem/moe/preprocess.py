@@ -120,7 +120,14 @@ class ForecastPreprocessor:
 
     The scaling rule is the training windows' (`sgem.data.timeseries.make_windows`): divide
     by the context's mean |x|, floored at `floor_fraction` times the mean |x| of the whole
-    history given (missing values skipped); a scale <= `min_scale` becomes 1.
+    history given (missing and filled values skipped); a scale <= `min_scale` becomes 1.
+
+    Gaps and short histories are treated as the training series were
+    (`sgem.data.series_gaps`): with `missing="impute"` gaps are filled (linear inside, the
+    nearest value at the ends), and with `pad_short` a history shorter than the context is
+    left-padded with its first value, so every series gets a forecast. A model saved
+    before these settings existed reads `missing="error"` and `pad_short=False`: such
+    series are refused, as they were then.
     """
 
     context: int
@@ -130,6 +137,8 @@ class ForecastPreprocessor:
     descriptor_mean: np.ndarray
     descriptor_std: np.ndarray
     centroids: np.ndarray
+    missing: str = "impute"
+    pad_short: bool = True
     kind: str = "forecast"
 
     @classmethod
@@ -143,7 +152,44 @@ class ForecastPreprocessor:
             descriptor_mean=np.asarray(meta["descriptor_mean"], dtype=np.float64),
             descriptor_std=np.asarray(meta["descriptor_std"], dtype=np.float64),
             centroids=np.asarray(meta["descriptor_centroids"], dtype=np.float64),
+            missing=str(meta.get("missing", "impute")),
+            pad_short=bool(meta.get("pad_short", True)),
         )
+
+    def _history(self, i: int, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, observed) of series `i`: gaps filled and short histories padded as the
+        model's settings say, or a `SgemUserError` where they say to refuse."""
+        from ..data.series_gaps import fill_gaps, pad_left
+
+        if s.ndim != 1:
+            raise SgemUserError(
+                f"forecast: series {i} has shape {s.shape}; each series must be 1-D "
+                "(one value per time step)"
+            )
+        if self.missing == "impute":
+            if not np.isfinite(s).any():
+                raise SgemUserError(
+                    f"forecast: series {i} has no value (empty or all missing); drop it or "
+                    "give its history"
+                )
+            values, observed = fill_gaps(s)
+        else:
+            values, observed = s, np.isfinite(s)
+        if len(values) < self.context:
+            if not self.pad_short:
+                raise SgemUserError(
+                    f"forecast: series {i} has {len(s)} values, but the model reads a context "
+                    f"of {self.context}; give at least {self.context} past values (a model "
+                    "fitted with this version of sgem pads short histories itself)"
+                )
+            values, observed = pad_left(values, observed, self.context)
+        if not np.isfinite(values[-self.context :]).all():
+            raise SgemUserError(
+                f"forecast: series {i} has NaN or inf among its last {self.context} values (the "
+                "context the model reads); fill the gaps first (a model fitted with this "
+                "version of sgem fills them itself)"
+            )
+        return values, observed
 
     def windows(self, series: Any) -> tuple[np.ndarray, np.ndarray]:
         """(scaled contexts (n, context), scale (n,)) of the last `context` values."""
@@ -159,26 +205,10 @@ class ForecastPreprocessor:
         ctx = np.empty((len(series), self.context))
         hist = np.empty(len(series))
         for i, s in enumerate(series):
-            s = np.asarray(s, dtype=np.float64)
-            if s.ndim != 1:
-                raise SgemUserError(
-                    f"forecast: series {i} has shape {s.shape}; each series must be 1-D "
-                    "(one value per time step)"
-                )
-            if len(s) < self.context:
-                raise SgemUserError(
-                    f"forecast: series {i} has {len(s)} values, but the model reads a context "
-                    f"of {self.context}; give at least {self.context} past values"
-                )
-            last = s[-self.context :]
-            if not np.isfinite(last).all():
-                raise SgemUserError(
-                    f"forecast: series {i} has NaN or inf among its last {self.context} "
-                    "values (the context the model reads); fill the gaps first"
-                )
-            ctx[i] = last
-            finite = s[np.isfinite(s)]
-            hist[i] = np.abs(finite).mean()
+            values, observed = self._history(i, np.asarray(s, dtype=np.float64))
+            ctx[i] = values[-self.context :]
+            known = values[observed & np.isfinite(values)]
+            hist[i] = np.abs(known).mean() if len(known) else 0.0
         level = np.abs(ctx).mean(axis=1)
         scale = np.maximum(level, self.floor_fraction * hist)
         scale = np.where(scale > self.min_scale, scale, 1.0)
@@ -203,6 +233,8 @@ class ForecastPreprocessor:
                 "horizon": self.horizon,
                 "floor_fraction": self.floor_fraction,
                 "min_scale": self.min_scale,
+                "missing": self.missing,
+                "pad_short": self.pad_short,
             },
             {
                 "descriptor_mean": self.descriptor_mean,
@@ -221,6 +253,8 @@ class ForecastPreprocessor:
             arrays["descriptor_mean"],
             arrays["descriptor_std"],
             arrays["centroids"],
+            missing=str(state.get("missing", "error")),  # saved before gaps were filled
+            pad_short=bool(state.get("pad_short", False)),
         )
 
 
