@@ -380,7 +380,7 @@ def _stages(
     result["wall_seconds"] = round(clock.elapsed(), 3)
     result["clock"] = clock.report()
     if plan is not None:
-        result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg)
+        result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg, cfg.search)
     rundir.write_result(result)
     return result
 

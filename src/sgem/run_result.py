@@ -15,9 +15,10 @@ from .rundir import versions
 from .search.sgem import SearchResult
 
 
-def why_it_ended(result: dict, clock: BudgetClock, search_cfg) -> str:
+def why_it_ended(result: dict, clock: BudgetClock, planned, configured) -> str:
     """One sentence on how a budgeted fit used its budget (a user asks when it returns
-    well before the budget, or exactly at it)."""
+    well before the budget, or exactly at it). `planned` / `configured`: the search
+    config the budget plan ran and the one the run config asked for."""
     budget = float(clock.budget or 0.0)
     wall = clock.elapsed()
     plan = result["time_budget"]
@@ -26,10 +27,17 @@ def why_it_ended(result: dict, clock: BudgetClock, search_cfg) -> str:
     if plan.get("final_stage_cut_at_fence"):
         return "the budget ran out during the final stage: some final trainings were cut short"
     if wall < 0.8 * budget:
+        ran = planned.n_iterations
+        if ran < configured.n_iterations:
+            return (
+                f"done early ({wall:.0f} s of {budget:.0f} s): the plan, from a pilot "
+                f"training, expected {ran} of the {configured.n_iterations} configured EM "
+                "iterations to fill the budget, and they took less"
+            )
         return (
-            f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all "
-            f"{search_cfg.n_iterations} of its configured EM iterations (search.n_iterations, "
-            "--config) and the final stage finished; more iterations would use the rest"
+            f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all {ran} of its "
+            "configured EM iterations (search.n_iterations, --config) and the final stage "
+            "finished; more iterations would use the rest"
         )
     return f"the planned search and final stage finished within the budget ({wall:.0f} s)"
 
