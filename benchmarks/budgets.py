@@ -76,7 +76,7 @@ FITS = [
     ),
     ("images-digits-60s-processes", "digits", 60, "processes", ["--image-size", "16"]),
     ("images-digits-120s-inline", "digits", 120, "inline", ["--image-size", "16"]),
-    ("series-m3_yearly-45s-inline", "m3_yearly", 45, "inline", ["--horizon", "6"]),
+    ("series-m3_yearly-60s-inline", "m3_yearly", 60, "inline", ["--horizon", "6"]),
     ("series-m3_quarterly-60s-processes", "m3_quarterly", 60, "processes", ["--horizon", "8"]),
     ("series-m3_other-90s-processes", "m3_other", 90, "processes", ["--horizon", "8"]),
     ("series-tourism-180s-processes", "tourism", 180, "processes", ["--horizon", "24"]),

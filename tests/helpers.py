@@ -7,6 +7,23 @@ import numpy as np
 from sgem.space import Arch
 from sgem.surrogate import SurrogateConfig
 
+#: a seconds-long search for end-to-end fits (the run config's `search` section)
+TINY_SEARCH: dict = {
+    "n_iterations": 2,
+    "n_init": 8,
+    "pool_size": 20,
+    "mc_masks": 3,
+    "routing_steps": 5,
+    "acquisitions_per_expert": 1,
+    "explore_every": 2,
+    "refit_budget": 1,
+    "final_candidates": 1,
+    "finalist_budget": 1,
+    "final_steps": 30,
+    "train": {"steps": 20},
+    "surrogate": {"epochs_first": 20, "epochs_refit": 5, "mc_samples": 3},
+}
+
 # a small, quick surrogate for tests
 SMALL_SURROGATE = SurrogateConfig(
     hidden=16, gcn_layers=2, dropout=0.1, epochs_first=150, epochs_refit=50, mc_samples=8

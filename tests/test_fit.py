@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import TINY_SEARCH
 
 import sgem
 from sgem.budget import final_units, parse_duration, plan_search
@@ -20,23 +21,7 @@ from sgem.fitting import fit_config, infer_kind
 from sgem.search import SearchConfig
 
 #: a seconds-long search (the same keys as configs/toy-smoke.yaml)
-TINY = {
-    "search": {
-        "n_iterations": 2,
-        "n_init": 8,
-        "pool_size": 20,
-        "mc_masks": 3,
-        "routing_steps": 5,
-        "acquisitions_per_expert": 1,
-        "explore_every": 2,
-        "refit_budget": 1,
-        "final_candidates": 1,
-        "finalist_budget": 1,
-        "final_steps": 30,
-        "train": {"steps": 20},
-        "surrogate": {"epochs_first": 20, "epochs_refit": 5, "mc_samples": 3},
-    }
-}
+TINY = {"search": dict(TINY_SEARCH)}
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import TINY_SEARCH
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,22 +26,7 @@ from sgem.moe.preprocess import ForecastPreprocessor
 
 #: a seconds-long forecasting fit (the keys of tests/test_fit.py's TINY)
 TINY = {
-    "search": {
-        "n_iterations": 2,
-        "n_init": 8,
-        "pool_size": 20,
-        "mc_masks": 3,
-        "routing_steps": 5,
-        "acquisitions_per_expert": 1,
-        "explore_every": 2,
-        "refit_budget": 1,
-        "final_candidates": 1,
-        "finalist_budget": 1,
-        "final_steps": 30,
-        "n_experts": 2,
-        "train": {"steps": 10, "batch_size": 32},
-        "surrogate": {"epochs_first": 20, "epochs_refit": 5, "mc_samples": 3},
-    },
+    "search": {**TINY_SEARCH, "n_experts": 2, "train": {"steps": 10, "batch_size": 32}},
     "task": {"n_windows": 300, "n_clusters": 4},
     "space": {"channels": 4, "n_nodes": 2},
     "crps_samples": 10,

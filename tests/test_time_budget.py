@@ -11,24 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import TINY_SEARCH
 
 import sgem
 from sgem.budget_clock import BudgetClock
 from sgem.errors import SgemUserError
 from sgem.time_fence import fence, fence_passed, training_fence
-
-TINY_SEARCH = {
-    "n_init": 8,
-    "pool_size": 20,
-    "mc_masks": 3,
-    "routing_steps": 5,
-    "acquisitions_per_expert": 1,
-    "explore_every": 2,
-    "refit_budget": 1,
-    "final_candidates": 1,
-    "finalist_budget": 1,
-    "surrogate": {"epochs_first": 20, "epochs_refit": 5, "mc_samples": 3},
-}
 
 
 @pytest.fixture

@@ -22,6 +22,11 @@ def why_it_ended(result: dict, clock: BudgetClock, planned, configured) -> str:
     budget = float(clock.budget or 0.0)
     wall = clock.elapsed()
     plan = result["time_budget"]
+    if plan.get("stopped_early") and wall < 0.8 * budget:
+        return (
+            f"the search stopped at its deadline to leave the final stage its reserve, and the "
+            f"final stage took less than reserved ({wall:.0f} s of {budget:.0f} s)"
+        )
     if plan.get("stopped_early"):
         return "the budget ran out: the search stopped at its deadline before its last iteration"
     if plan.get("final_stage_cut_at_fence"):
@@ -74,6 +79,8 @@ def result_json(
             "search_seconds": round(found.seconds, 3),
             "wall_seconds": round(seconds, 3),
             "mean_cluster_purity": task.meta.get("mean_purity"),
+            # series from a user's file: how many were filled, padded, trained, left out
+            "series_report": task.meta.get("series_report"),
             "cluster_sizes": task.cluster_sizes.tolist(),
             "versions": versions(),
         }
@@ -149,6 +156,12 @@ def summarise(result: dict) -> str:
     lines.append(
         f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
     )
+    report = result.get("series_report") or {}
+    if report:  # lists (names) are shown as counts
+        said = {k: len(v) if isinstance(v, list) else v for k, v in report.items()}
+        lines.append(
+            "  series: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in said.items())
+        )
     budget = result.get("time_budget") or {}
     if budget.get("why_it_ended"):
         lines.append(f"  time budget: {budget['why_it_ended']}")
