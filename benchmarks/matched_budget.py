@@ -9,10 +9,10 @@ one file's baseline rows with the other's SGEM rows on the same seeds and test w
 seed test NLL and wQL, on how many seeds SGEM is ahead, and the paired window bootstrap of
 SGEM minus each baseline.
 
-    python benchmarks/matched_budget.py benchmarks/results/ts_main_offline-b141.json \\
-        --sgem benchmarks/results/ts_main_offline-stop25.json \\
-        --out benchmarks/results/matched_budget_offline-b141.json
-    python benchmarks/matched_budget.py benchmarks/results/ts_main_offline-stop25.json \\
+    python benchmarks/matched_budget.py benchmarks/results/ts_main_offline-b141-all.json \\
+        --sgem benchmarks/results/ts_main_offline-seeds0-4.json \\
+        --out benchmarks/results/matched_budget_offline-b141-all.json
+    python benchmarks/matched_budget.py benchmarks/results/ts_main_offline-seeds0-4.json \\
         --sgem benchmarks/results/ts_main_offline-sgem16.json \\
         --methods geometry global_single random_moe \\
         --out benchmarks/results/matched_budget_offline-sgem16.json

@@ -1,7 +1,7 @@
 """Why does the best of more cells test worse? Validation, tracking and refit of global networks.
 
 Why: on ts-offline the Geometry baseline with the best of ~141 random cells tests worse than
-with the best of 16 on 5/5 seeds (benchmarks/results/matched_budget_offline-b141.json),
+with the best of 16 on 5/5 seeds (benchmarks/results/matched_budget_offline-b141-all.json),
 although the 141-cell stream starts with the same 16 cells and the global network of the
 141-cell winner validates better on 4 of them. Either validation does not predict test for
 the tracked network itself (selection noise), or the refit on train + validation (the
@@ -115,7 +115,7 @@ def expert_rows(task, trainer, arch, start: WarmStart, assignment, seed, steps, 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--small", default=str(RESULTS / "ts_main_offline-stop25.json"))
+    p.add_argument("--small", default=str(RESULTS / "ts_main_offline-seeds0-4.json"))
     p.add_argument("--large", default=str(RESULTS / "ts_main_offline-b141.json"))
     p.add_argument("--method", default="geometry")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])

@@ -9,7 +9,7 @@ retrains a saved row's final MoE (its partition and cells, warm starts) both way
 same tracking runs, and scores on the test windows: each alone and the mixture, per step
 log(0.5 p_refit + 0.5 p_tracked). No training protocol changes; a probe for the next step.
 
-    python benchmarks/refit_ensemble.py benchmarks/results/ts_main_offline-stop25.json \\
+    python benchmarks/refit_ensemble.py benchmarks/results/ts_main_offline-seeds0-4.json \\
         --method geometry --seeds 0 --out /tmp/refit_ensemble_s0.json
 """
 

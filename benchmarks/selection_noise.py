@@ -178,7 +178,7 @@ def cell_pairs(small_path: Path, large_path: Path, method: str = "geometry") -> 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--runs", default=str(RESULTS / "ts_main_offline-stop25.json"))
+    p.add_argument("--runs", default=str(RESULTS / "ts_main_offline-seeds0-4.json"))
     p.add_argument("--own", default=str(RESULTS / "ts_main_offline-es-warm.json"))
     p.add_argument(
         "--champion",
