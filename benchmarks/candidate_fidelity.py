@@ -1,4 +1,4 @@
-"""Do candidate trainings rank cells the way the final model does? (issue 14, item 1a / 2)
+"""Do candidate trainings rank cells the way the final model does?
 
 Per seed, on the `ts-offline` task: the regions of the geometry partition (k-means of the
 cluster centroids into K groups) and the region of all clusters; per region, `--archs`

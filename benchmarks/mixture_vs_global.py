@@ -1,6 +1,6 @@
 """Does the cluster-gated MoE beat one global network where groups want different ops?
 
-Issue 14's tabular check: a mixture of G >= 3 groups of 2-D clouds whose labelling rules
+A tabular check: a mixture of G >= 3 groups of 2-D clouds whose labelling rules
 want different operations (linear, ring, parabola; `sgem.data.mixtures`), searched by SGEM
 with K = G experts (the `toy` preset's search), against Global single: the best of B random
 cells trained on all clusters (K = 1), with B = SGEM's own number of candidate trainings on

@@ -1,4 +1,4 @@
-"""Scaling benchmark (issue 16): how SGEM's quality and cost grow with M and K.
+"""Scaling benchmark: how SGEM's quality and cost grow with M and K.
 
 Two task families, ~100 points per cluster:
 

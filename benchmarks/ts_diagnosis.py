@@ -1,4 +1,4 @@
-"""Why SGEM's forecasting MoE is not ahead of geometry routing (issue 14, item 1).
+"""Why SGEM's forecasting MoE is not ahead of geometry routing.
 
 Per seed, on a finished `sgem run ts-offline` (made here when missing):
 
