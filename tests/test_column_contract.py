@@ -98,7 +98,9 @@ def test_categorical_columns_through_the_api_and_the_cli(fitted, tmp_path) -> No
         assert main(["predict", str(out), str(reversed_csv), "--out", str(preds)]) == 0
     frame = pd.read_csv(preds)
     assert frame["prediction"].tolist() == model.predict(new).tolist()
-    np.testing.assert_allclose(frame["p_yes"], model.predict_proba(new)[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(
+        frame["p_yes"], model.predict_proba(new)[:, 1], rtol=1e-6, atol=1e-12
+    )
 
 
 def test_an_unseen_category_is_all_zero_with_a_note(fitted) -> None:

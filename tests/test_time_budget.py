@@ -24,7 +24,7 @@ def table(tmp_path):
     rng = np.random.default_rng(0)
     x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
     frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
-    frame["label"] = np.where(x[:, 0] * x[:, 1] > 0, "p", "n")
+    frame["label"] = np.where(x[:, 1] > np.where(x[:, 0] < 0, -3.0, 3.0), "p", "n")
     path = tmp_path / "train.csv"
     frame.to_csv(path, index=False)
     return path

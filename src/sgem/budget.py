@@ -196,7 +196,8 @@ def plan_search(
     stage first (`plan_final`), then the search in the time it leaves. The plan holds
     `final_length` and `reduced` when the final stage had to be made cheaper.
     `calibration`: the final stage also retrains each expert on the training split alone
-    (`sgem.moe.final_calibration`; free when the final networks are kept unrefitted)."""
+    (`sgem.moe.final_calibration`; free when the final networks are kept unrefitted) and
+    the leaderboard trains two global networks twice (`sgem.leaderboard`)."""
     full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
     configured = cfg
     cfg, length, reduced, units = plan_final(
@@ -206,8 +207,11 @@ def plan_search(
     t = max(candidate_seconds, 1e-4)
     rule_refits = "norefit" not in length
     calibration_units = 0.0
+    per_network = cfg.final_steps / cfg.train.steps
     if calibration and rule_refits:  # one train-only network per expert, fixed length
-        calibration_units = k * cfg.final_steps / cfg.train.steps
+        calibration_units = k * per_network
+    if calibration:  # the leaderboard's global networks: train-only, then train + validation
+        calibration_units += 2 * min(k, 2) * per_network * data_ratio
     units += calibration_units
     final_cost = units * t
     search_seconds = max(0.0, seconds - final_cost)

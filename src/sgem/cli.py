@@ -121,6 +121,13 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--cells", default=None, help="where to draw the cells (default MODEL/cells.png)"
     )
+    board = sub.add_parser(
+        "leaderboard",
+        help="print a fit's leaderboard: the MoE beside one network of its cell and the models "
+        "a user would otherwise pick, on validation and the holdout, and what was saved",
+    )
+    board.add_argument("model", help="a run directory or a model directory")
+    board.add_argument("--csv", default=None, help="also write the table as CSV here")
     plot = sub.add_parser(
         "plot",
         help="(re)draw convergence.png (and, for an image run, cluster_representatives.png) "
@@ -254,6 +261,18 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leaderboard(args: argparse.Namespace) -> int:
+    from .leaderboard import leaderboard_lines
+    from .moe.model import load
+
+    model = load(args.model)
+    print("\n".join(leaderboard_lines(model.spec.info.get("leaderboard"))))
+    if args.csv:
+        model.leaderboard().to_csv(args.csv, index=False)
+        print(f"  written to {args.csv}")
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -327,6 +346,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "resume": _run,
     "predict": _predict,
     "show": _show,
+    "leaderboard": _leaderboard,
     "plot": _plot,
     "ops": _ops,
     "download": _download,

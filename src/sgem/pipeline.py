@@ -25,12 +25,20 @@ from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .executors import make_executor, resolve_executor
 from .experiment import drop_empty_experts, finish_sgem
+from .leaderboard import compete
 from .moe.artifact import save_final_moe
-from .moe.final_calibration import calibrate_final
+from .moe.final_calibration import calibrate_final, target_units
 from .moe.reference import add_references
 from .presets import PRESET_NAMES
 from .progress import shown
-from .run_result import MODEL_DIR, model_metrics, result_json, summarise, why_it_ended
+from .run_result import (
+    MODEL_DIR,
+    model_metrics,
+    result_json,
+    shipped_metrics,
+    summarise,
+    why_it_ended,
+)
 from .runconfig import (
     RunConfig,
     build_space,
@@ -324,19 +332,36 @@ def _stages(
         timing["reference_networks"] = reference_seconds
     if check_seconds:
         timing["final_check"] = check_seconds
-    with clock.timed("calibration"):  # on out-of-sample validation predictions
-        calibration = calibrate_final(
+    length = (plan or {}).get("final_length", cfg.final_length)
+    with clock.timed("leaderboard"):  # the references; the saved model (selective routing)
+        contest = compete(
             task,
             search.trainer_,
             final,
             seed,
-            length=(plan or {}).get("final_length", cfg.final_length),
+            steps=search_cfg.final_steps,
+            length=length,
             epochs=cfg.final_epochs,
+            crps_samples=cfg.crps_samples,
+        )
+    shipped = contest.final
+    with clock.timed("calibration"):  # on out-of-sample validation predictions
+        calibration = calibrate_final(
+            task,
+            search.trainer_,
+            shipped,
+            seed,
+            length=length,
+            epochs=cfg.final_epochs,
+            validation=contest.validation,
         )
     timing["calibration"] = calibration.seconds
     t0 = time.perf_counter()
     result = result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
     result |= calibration.result_fields()
+    if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
+        result |= target_units(task, final)
+    result["leaderboard"] = contest.report
     result["resumed"] = resume
     result["executor"] = executor_kind
     if plan is not None:
@@ -350,9 +375,9 @@ def _stages(
         rundir.file(MODEL_DIR),
         task,
         space,
-        final.moe,
+        shipped.moe,
         search.trainer_.n_out,
-        metrics=model_metrics(result),
+        metrics=shipped_metrics(result, shipped, task),
         info={
             "seed": seed,
             "method": "sgem",
@@ -365,6 +390,7 @@ def _stages(
             # one network of each expert's cell on all clusters, same test samples
             "reference_networks_test": result.get("global_networks_test"),
             "calibration": calibration.state,
+            "leaderboard": contest.report,
         },
     )
     result["model"] = MODEL_DIR

@@ -131,6 +131,23 @@ def model_metrics(result: dict) -> dict:
     return {k: result[k] for k in _METRICS if k in result}
 
 
+def shipped_metrics(result: dict, shipped, task: ClusteredTask) -> dict:
+    """The metrics the saved model carries (and `SgemModel.evaluate` reproduces): the
+    searched MoE's (result.json's) unless the leaderboard saved another routing."""
+    metrics = model_metrics(result)
+    if not (result.get("leaderboard") or {}).get("fallback_clusters"):
+        return metrics
+    scores = shipped.report.to_json()
+    names = task.meta.get("domain_names")
+    per_domain = {
+        (names[int(d)] if names else d): v for d, v in scores["per_domain_test_nll"].items()
+    }
+    for key in _METRICS:
+        if key in metrics and key in scores:
+            metrics[key] = per_domain if key == "per_domain_test_nll" else scores[key]
+    return metrics
+
+
 def summarise(result: dict) -> str:
     archs = result["architecture_keys"]
     lines = [
@@ -156,6 +173,10 @@ def summarise(result: dict) -> str:
     lines.append(
         f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
     )
+    if result.get("leaderboard"):
+        from .leaderboard import leaderboard_lines
+
+        lines.extend("  " + line for line in leaderboard_lines(result["leaderboard"]))
     report = result.get("series_report") or {}
     if report:  # lists (names) are shown as counts
         said = {k: len(v) if isinstance(v, list) else v for k, v in report.items()}
@@ -172,4 +193,11 @@ def summarise(result: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["MODEL_DIR", "model_metrics", "result_json", "summarise", "why_it_ended"]
+__all__ = [
+    "MODEL_DIR",
+    "model_metrics",
+    "result_json",
+    "shipped_metrics",
+    "summarise",
+    "why_it_ended",
+]

@@ -151,21 +151,21 @@ def calibrate_final(
     *,
     length: str = "fixed",
     epochs: float | None = None,
+    validation: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> FinalCalibration:
     """Fit the calibration of `final` (a `MethodResult` of a cluster-gated MoE) and measure
-    it on validation (before / after) and on the holdout (the test split)."""
+    it on validation (before / after) and on the holdout (the test split). `validation`:
+    its out-of-sample validation outputs and which samples have one, when already made
+    (the leaderboard makes them); else they are made here."""
     start = time.perf_counter()
     test_out = _outputs(final.moe, task.test, trainer.device)
-    target = task.meta.get("target_standardisation")
-    units: dict = {}
-    if target and task.loss == "student_t":  # a table's regression scores, in its units
-        scores = final.report.to_json()
-        units = in_target_units(scores, test_out, task.test.y, float(target["std"]))
-        units |= _references_in_units(final.report.global_networks_test, float(target["std"]))
+    units = target_units(task, final, test_out)
     if fence_passed():  # a time budget's end: no time to train, the model stays raw
         why = "the time budget ended before it (no training time left)"
         return _skipped(task, why, units, start)
-    val_out, has = validation_outputs(task, trainer, final, seed, length, epochs)
+    if validation is None:
+        validation = validation_outputs(task, trainer, final, seed, length, epochs)
+    val_out, has = validation
     if fence_passed():  # its trainings were cut short: their predictions would mislead
         return _skipped(task, "the time budget ended during its trainings", units, start)
     val = task.val.subset(np.flatnonzero(has))
@@ -185,6 +185,19 @@ def calibrate_final(
     report["holdout"] = {"label": label, **report["holdout"]}
     state = {**state, "holdout": label, "target_units": units, "report": report}
     return FinalCalibration(state, report, units, seconds)
+
+
+def target_units(task: ClusteredTask, final, test_out: np.ndarray | None = None) -> dict:
+    """A table regression's holdout scores of `final` (and its reference networks) in the
+    target's units; {} for other tasks. `test_out`: its holdout outputs, if at hand."""
+    target = task.meta.get("target_standardisation")
+    if not target or task.loss != "student_t":
+        return {}
+    if test_out is None:
+        test_out = _outputs(final.moe, task.test, next(final.moe.parameters()).device)
+    std = float(target["std"])
+    units = in_target_units(final.report.to_json(), test_out, task.test.y, std)
+    return units | _references_in_units(final.report.global_networks_test, std)
 
 
 def _references_in_units(references: dict | None, std: float) -> dict:

@@ -383,6 +383,16 @@ class SgemModel:
                 f"{'classifier' if self.is_classifier else 'forecaster/regressor'}"
             )
 
+    # -- the leaderboard ---------------------------------------------------------------------
+    def leaderboard(self):
+        """The fit's leaderboard as a DataFrame: one row per model (the searched MoE, the
+        global networks of its cells, the references of its kind, the saved model), its
+        validation and holdout scores (`val_nll`, `holdout_nll`, ...); empty for a model
+        saved without one."""
+        from ..leaderboard.frame import leaderboard_frame
+
+        return leaderboard_frame(self.spec.info.get("leaderboard"))
+
     # -- summary ---------------------------------------------------------------------------
     def summary(self) -> str:
         """The model card: experts, their cells, their clusters and sizes, test metrics."""
@@ -418,6 +428,11 @@ class SgemModel:
         imputation = imputation_summary(s.info.get("encoding"))
         if imputation:
             lines.append(imputation)
+        board = self.spec.info.get("leaderboard")
+        if board and "rows" in board:  # what was saved, and what else was measured
+            from ..leaderboard.frame import leaderboard_lines
+
+            lines.extend("  " + line for line in leaderboard_lines(board))
         return "\n".join(lines)
 
     def __repr__(self) -> str:

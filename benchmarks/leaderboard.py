@@ -1,0 +1,174 @@
+"""The leaderboard at the end of every fit, measured: is the saved model at least as good as
+one network of its own cell, and how far is it from what a scikit-learn user would fit?
+
+Two parts, each a fresh `sgem` process per run, side by side in one invocation:
+
+* toy seeds (`sgem run toy --seed S`): holdout NLL / accuracy of the searched MoE, the best
+  global network (one network of an expert's cell on every cluster) and the saved model
+  (the MoE with selective routing), and the routing recovery (oracle match) as before;
+* scikit-learn's bundled tables (`sgem fit --time-budget B`): breast_cancer, digits (as a
+  table) and diabetes, the saved model's holdout accuracy / RMSE beside logistic / ridge
+  regression and gradient boosting fitted on the same rows in the same run.
+
+    python benchmarks/leaderboard.py --seeds 0 1 2 3 4 --budget 120
+
+Prints a table and saves benchmarks/results/leaderboard.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SAVED = "saved model (selective routing)"
+
+
+def _rows(result: dict) -> dict[str, dict]:
+    return {r["model"]: r for r in result["leaderboard"]["rows"]}
+
+
+def toy(seed: int, runs: Path) -> dict:
+    out = runs / f"toy-seed{seed}"
+    start = time.perf_counter()
+    subprocess.run(
+        ["sgem", "run", "toy", "--seed", str(seed), "--out", str(out), "--quiet"],
+        check=True,
+        capture_output=True,
+    )
+    result = json.loads((out / "result.json").read_text())
+    rows = _rows(result)
+    globals_ = [r for name, r in rows.items() if name.startswith("global network")]
+    best = min(globals_, key=lambda r: r["validation"]["nll"])
+    saved = rows[SAVED]["holdout"]
+    return {
+        "seed": seed,
+        "oracle_match": result["oracle_match"],
+        "moe_holdout_nll": result["test_nll"],
+        "moe_holdout_accuracy": result["test_accuracy"],
+        "global_holdout_nll": best["holdout"]["nll"],
+        "global_holdout_accuracy": best["holdout"]["accuracy"],
+        "saved_holdout_nll": saved["nll"],
+        "saved_holdout_accuracy": saved["accuracy"],
+        "saved": result["leaderboard"]["shipped"]["model"],
+        "saved_not_worse_than_global": saved["nll"] <= best["holdout"]["nll"],
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def tables(runs: Path) -> dict[str, Path]:
+    from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+
+    runs.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, loader in (
+        ("breast_cancer", load_breast_cancer),
+        ("digits", load_digits),
+        ("diabetes", load_diabetes),
+    ):
+        frame = loader(as_frame=True).frame
+        paths[name] = runs / f"{name}.csv"
+        frame.to_csv(paths[name], index=False)
+    return paths
+
+
+def table(name: str, path: Path, budget: float, runs: Path) -> dict:
+    out = runs / f"table-{name}"
+    start = time.perf_counter()
+    subprocess.run(
+        [
+            "sgem",
+            "fit",
+            str(path),
+            "--target",
+            "target",
+            "--time-budget",
+            f"{budget:g}s",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    result = json.loads((out / "result.json").read_text())
+    rows = _rows(result)
+    metric = "accuracy" if result.get("test_accuracy") is not None else "rmse"
+    sklearn = {
+        n: r["holdout"][metric]
+        for n, r in rows.items()
+        if r["kind"] == "scikit-learn" and "holdout" in r
+    }
+    best = (max if metric == "accuracy" else min)(sklearn.values())
+    saved = rows[SAVED]["holdout"][metric]
+    row = {
+        "data": name,
+        "metric": f"holdout {metric} (model units)",
+        "saved": saved,
+        "searched_moe": rows["sgem MoE (searched)"]["holdout"][metric],
+        "scikit_learn": sklearn,
+        "best_scikit_learn": best,
+        "saved_model": result["leaderboard"]["shipped"]["model"],
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "budget_seconds": budget,
+    }
+    row["gap"] = saved - best if metric == "accuracy" else saved / best
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--budget", type=float, default=120.0, help="seconds per table fit")
+    p.add_argument("--runs", default="/tmp/sgem-leaderboard")
+    p.add_argument("--out", default=str(RESULTS / "leaderboard.json"))
+    args = p.parse_args()
+    runs = Path(args.runs)
+    toy_rows = []
+    for seed in args.seeds:
+        r = toy(seed, runs)
+        toy_rows.append(r)
+        print(
+            f"toy seed {seed}: holdout NLL MoE {r['moe_holdout_nll']:.4f}  global "
+            f"{r['global_holdout_nll']:.4f}  saved {r['saved_holdout_nll']:.4f}  "
+            f"({r['saved']}; oracle match {r['oracle_match']:.2f})",
+            flush=True,
+        )
+    table_rows = []
+    for name, path in tables(runs).items():
+        r = table(name, path, args.budget, runs)
+        table_rows.append(r)
+        print(
+            f"{name}: {r['metric']} saved {r['saved']:.4f}  searched MoE "
+            f"{r['searched_moe']:.4f}  best scikit-learn {r['best_scikit_learn']:.4f}  "
+            f"({r['saved_model']})",
+            flush=True,
+        )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    doc = {
+        "what": "saved model vs its global network (toy) and vs scikit-learn (tables)",
+        "date": datetime.date.today().isoformat(),
+        "commit": commit,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "toy": toy_rows,
+        "saved_not_worse_than_global": sum(r["saved_not_worse_than_global"] for r in toy_rows),
+        "tables": table_rows,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print(
+        f"saved model not worse than its global network on {doc['saved_not_worse_than_global']}"
+        f" of {len(toy_rows)} toy seeds; saved {args.out}"
+    )
+
+
+if __name__ == "__main__":
+    main()

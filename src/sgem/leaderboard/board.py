@@ -1,0 +1,134 @@
+"""Scoring the members on validation and on the holdout, and the greedy weighted ensemble.
+
+Validation decides (every member's validation outputs are out of sample); the holdout
+reports (no choice was made on it). Scores use the same per-sample NLL as the search and
+the final MoE (`sgem.train.losses.per_sample_nll`), plus accuracy or RMSE / CRPS where
+they apply.
+
+The ensemble is greedy ensemble selection with replacement (Caruana et al. 2004, the
+weighted ensemble of AutoGluon): start empty, repeatedly add the member whose addition
+lowers the validation NLL of the mixture most, weights = how often each was added. The
+mixture is of predictive distributions (probabilities, or Student-t densities), so its NLL
+is never above the weighted mean of its members' NLLs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..data.task import ClusteredTask, Split
+from ..moe.scoring import score_outputs
+from ..train.losses import per_sample_nll
+from .members import Member
+
+#: greedy ensemble selection: rounds (the weights' resolution is 1 / ROUNDS)
+ROUNDS = 25
+
+
+def log_density(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """log p(y) per sample (classification) or per sample and step (Student-t)."""
+    t = torch.as_tensor(out, dtype=torch.float64)
+    if loss == "cross_entropy":
+        logp = torch.log_softmax(t, dim=1)
+        idx = torch.as_tensor(np.asarray(y), dtype=torch.long)[:, None]
+        return logp.gather(1, idx)[:, 0].numpy()
+    from ..forecast import student_t_nll
+
+    y_t = torch.as_tensor(np.asarray(y, dtype=np.float64)).reshape(t.shape[:-1])
+    return (-student_t_nll(t[..., 0], t[..., 1], t[..., 2], y_t)).numpy()
+
+
+def sample_nll(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """Per-sample NLL, (n,), as the search scores candidates."""
+    t = torch.as_tensor(out, dtype=torch.float64)
+    y_t = torch.as_tensor(np.asarray(y))
+    if loss == "student_t":
+        y_t = y_t.to(torch.float64).reshape(t.shape[:-1])
+    return per_sample_nll(t, y_t, loss).numpy()
+
+
+def mixture_nll(outs: list[np.ndarray], weights: np.ndarray, y: np.ndarray, loss: str) -> float:
+    """Mean NLL of the weighted mixture of the members' predictive distributions."""
+    logs = np.stack([log_density(o, y, loss) for o in outs])
+    w = np.asarray(weights, dtype=np.float64)
+    keep = w > 0
+    mixed = _logsumexp(logs[keep] + np.log(w[keep] / w.sum()).reshape(-1, *[1] * (logs.ndim - 1)))
+    per_sample = mixed if mixed.ndim == 1 else mixed.mean(axis=1)
+    return float(-per_sample.mean())
+
+
+def _logsumexp(a: np.ndarray) -> np.ndarray:
+    top = a.max(axis=0)
+    return top + np.log(np.exp(a - top).sum(axis=0))
+
+
+def greedy_ensemble(
+    outs: list[np.ndarray], y: np.ndarray, loss: str, rounds: int = ROUNDS
+) -> np.ndarray:
+    """Caruana's greedy selection with replacement on validation: the weights (sum 1)."""
+    logs = np.stack([log_density(o, y, loss) for o in outs])
+    counts = np.zeros(len(outs))
+    for _ in range(rounds):
+        best, best_j = math.inf, 0
+        for j in range(len(outs)):
+            trial = counts.copy()
+            trial[j] += 1
+            keep = trial > 0
+            w = np.log(trial[keep] / trial.sum()).reshape(-1, *[1] * (logs.ndim - 1))
+            mixed = _logsumexp(logs[keep] + w)
+            nll = -float((mixed if mixed.ndim == 1 else mixed.mean(axis=1)).mean())
+            if nll < best - 1e-12:
+                best, best_j = nll, j
+        counts[best_j] += 1
+    return counts / counts.sum()
+
+
+def scores(out: np.ndarray, split: Split, task: ClusteredTask, seed: int, crps_samples: int):
+    """NLL, accuracy or RMSE / CRPS of `out` on `split` (model units)."""
+    raw = score_outputs(
+        torch.as_tensor(out, dtype=torch.float64),
+        np.asarray(split.y),
+        task.loss,
+        np.zeros(len(split.y), dtype=int),
+        1,
+        crps_samples=crps_samples,
+        seed=seed,
+    )
+    keys = ("test_nll", "test_accuracy", "test_rmse", "test_crps")
+    return {k.removeprefix("test_"): raw[k] for k in keys if raw.get(k) is not None}
+
+
+def rows(
+    task: ClusteredTask,
+    members: list[Member],
+    has_val: np.ndarray,
+    seed: int,
+    crps_samples: int,
+) -> list[dict]:
+    """One row per member: validation and holdout scores, seconds, note."""
+    val = task.val.subset(np.flatnonzero(has_val))
+    out = []
+    for m in members:
+        row: dict = {"model": m.name, "kind": m.kind, "seconds": round(m.seconds, 3)}
+        if m.val is not None:
+            row["validation"] = scores(m.val[has_val], val, task, seed, crps_samples)
+        if m.test is not None:
+            row["holdout"] = scores(m.test, task.test, task, seed, crps_samples)
+        if m.note:
+            row["note"] = m.note
+        out.append(row)
+    return out
+
+
+__all__ = [
+    "ROUNDS",
+    "greedy_ensemble",
+    "log_density",
+    "mixture_nll",
+    "rows",
+    "sample_nll",
+    "scores",
+]

@@ -1,0 +1,278 @@
+"""The end of every fit: the searched MoE against what a user would otherwise pick, and the
+model that is saved.
+
+Why: a fit used to ship its MoE even where one network of its own cell was better (the toy,
+diabetes). Here every member is scored on validation from fits that never saw it
+(`sgem.leaderboard.members`), and the saved model is the MoE with **selective routing**: a
+cluster keeps its own expert only where that expert beats the best global network on the
+cluster's validation samples by at least `MARGIN_SE` standard errors of the paired
+difference;
+every other cluster (and one without validation samples) goes to the global network, which
+joins the MoE as one more expert. Where no cluster keeps its expert, the saved model is the
+global network alone. The model format does not change: it is still a cluster-gated MoE.
+
+Scikit-learn and classical forecasters are scored and combined (greedy ensemble) for the
+report, but not saved: the model directory holds networks only. The leaderboard says when
+one of them beats the saved model on validation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..data.task import ClusteredTask
+from ..moe.cluster_gated import ClusterGatedMoE
+from ..moe.final_calibration import validation_outputs
+from ..moe.scoring import score_outputs
+from ..space.tabular import TabularSpace
+from ..space.timeseries import TimeSeriesSpace
+from ..train.trainer import Trainer
+from .board import greedy_ensemble, mixture_nll, rows, sample_nll
+from .members import Member, classical_members, global_network, sklearn_members
+
+#: how many of the experts' cells (largest regions first) get a global network
+GLOBAL_CELLS = 2
+#: a cluster keeps its own expert only where the expert's validation NLL is lower than the
+#: global network's by this many standard errors of the paired difference
+MARGIN_SE = 2.0
+
+
+@dataclass
+class Contest:
+    """`report`: result.json's "leaderboard"; `final`: the `MethodResult` to save (the MoE
+    with selective routing); `validation`: its out-of-sample validation outputs and which
+    validation samples have one (for the calibration)."""
+
+    report: dict
+    final: Any  # a MethodResult (sgem.experiment), not imported: it imports the final stage
+    validation: tuple[np.ndarray, np.ndarray] | None
+
+
+def compete(
+    task: ClusteredTask,
+    trainer: Trainer,
+    final,
+    seed: int,
+    *,
+    steps: int,
+    length: str = "fixed",
+    epochs: float | None = None,
+    crps_samples: int = 100,
+) -> Contest:
+    """Score the searched MoE (`final`, a `MethodResult`) against the global networks of its
+    cells and the references of its kind, and build the model to save."""
+    start = time.perf_counter()
+    try:
+        moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
+    except ValueError as exc:  # no expert has both training and validation samples
+        return Contest({"skipped": str(exc)}, final, None)
+    moe_test = _forward(final.moe, task.test, trainer)
+    moe = Member("sgem MoE (searched)", "sgem", moe_val, moe_test)
+    globals_ = [global_network(task, trainer, c, seed, steps) for c in _cells(final, task)]
+    refs: list[Member] = []
+    if isinstance(trainer.space, TabularSpace):
+        refs = sklearn_members(task, seed)
+    elif isinstance(trainer.space, TimeSeriesSpace):
+        refs = classical_members(task)
+    members = [moe, *globals_, *refs]
+    usable = [g for g in globals_ if g.shippable and g.val is not None]
+    shipped = final
+    fallback: list[int] = []
+    evidence: dict = {}
+    ship_val = moe_val
+    if usable:
+        best = min(usable, key=lambda g: _nll(_val(g)[has], task, has))
+        fallback, evidence = selective_routing(task, final.assignment, moe_val, _val(best), has)
+        if fallback:
+            shipped, ship_val = _with_fallback(
+                task, trainer, final, best, fallback, moe_val, seed, crps_samples
+            )
+    board = rows(task, members, has, seed, crps_samples)
+    ship_test = _forward(shipped.moe, task.test, trainer)
+    shipped_member = Member("saved model (selective routing)", "sgem", ship_val, ship_test)
+    board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
+    report = {
+        "rule": "validation decides (members fitted on the training split), the holdout "
+        "reports (members refitted on train + validation); a cluster keeps its expert only "
+        "where it beats the best global network by two standard errors on its validation "
+        "samples",
+        "rows": board,
+        "fallback_clusters": fallback,
+        "evidence": evidence,
+        "ensemble": _ensemble(task, members, has),
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    report["shipped"] = _shipped_summary(board[-1], board, fallback, task)
+    return Contest(report, shipped, (ship_val, has))
+
+
+def _val(member: Member) -> np.ndarray:
+    assert member.val is not None
+    return member.val
+
+
+def _cells(final, task: ClusteredTask) -> list:
+    """The experts' distinct cells, largest region first (at most `GLOBAL_CELLS`)."""
+    sizes = np.bincount(
+        np.asarray(final.assignment), weights=task.cluster_sizes, minlength=len(final.architectures)
+    )
+    order = np.argsort(-sizes, kind="stable")
+    cells = [final.architectures[k] for k in order if sizes[k] > 0]
+    return list(dict.fromkeys(cells))[:GLOBAL_CELLS]
+
+
+def _nll(out: np.ndarray, task: ClusteredTask, has: np.ndarray) -> float:
+    return float(sample_nll(out, task.val.y[has], task.loss).mean())
+
+
+def selective_routing(
+    task: ClusteredTask,
+    assignment: np.ndarray,
+    moe_val: np.ndarray,
+    global_val: np.ndarray,
+    has: np.ndarray,
+) -> tuple[list[int], dict]:
+    """Clusters that go to the global network: those whose own expert does not beat it by
+    `MARGIN_SE` standard errors of the paired per-sample NLL difference on their validation
+    samples
+    (and those without validation samples to show it)."""
+    diff = np.full(len(task.val), np.nan)
+    diff[has] = sample_nll(moe_val[has], task.val.y[has], task.loss) - sample_nll(
+        global_val[has], task.val.y[has], task.loss
+    )
+    fallback: list[int] = []
+    evidence: dict[str, dict] = {}
+    for c in range(task.n_clusters):
+        d = diff[(task.val.cluster == c) & has]
+        if len(d) < 2:
+            fallback.append(c)
+            evidence[str(c)] = {"n": len(d), "keeps_expert": False}
+            continue
+        mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+        keeps = mean < -MARGIN_SE * se
+        evidence[str(c)] = {
+            "n": len(d),
+            "nll_gain": round(-mean, 5),
+            "se": round(se, 5),
+            "keeps_expert": bool(keeps),
+        }
+        if not keeps:
+            fallback.append(c)
+    return fallback, evidence
+
+
+def _with_fallback(
+    task, trainer, final, best: Member, fallback: list[int], moe_val, seed: int, crps_samples: int
+):
+    """The `MethodResult` whose clusters in `fallback` go to `best`'s network (a new last
+    expert), experts left without a cluster dropped; and its validation outputs."""
+    old = np.asarray(final.assignment)
+    k_global = len(final.architectures)
+    assignment = old.copy()
+    assignment[fallback] = k_global
+    kept = sorted(set(assignment.tolist()))
+    index = {k: i for i, k in enumerate(kept)}
+    experts = [*final.moe.experts, best.network]
+    archs = [*final.architectures, best.cell]
+    relabelled = np.asarray([index[int(a)] for a in assignment])
+    moe = ClusterGatedMoE([experts[k] for k in kept], relabelled, [archs[k] for k in kept])
+    to_global = np.isin(task.val.cluster, fallback)
+    val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), best.val, moe_val)
+    report = _rescored(task, trainer, final.report, moe, relabelled, kept, seed, crps_samples)
+    shipped = replace(
+        final, assignment=relabelled, architectures=[archs[k] for k in kept], moe=moe, report=report
+    )
+    return shipped, val
+
+
+def _rescored(task, trainer, report, moe, assignment, kept, seed: int, crps_samples: int):
+    """The final report with the shipped model's holdout scores (float32 outputs, the run's
+    CRPS samples and seed: as `SgemModel.evaluate` scores) and per-expert lists."""
+    out = torch.as_tensor(_forward(moe, task.test, trainer)).float()
+    expert_of = np.asarray(assignment)[task.test.cluster]
+    s = score_outputs(
+        out,
+        np.asarray(task.test.y),
+        task.loss,
+        expert_of,
+        len(kept),
+        source=task.test.source,
+        crps_samples=crps_samples,
+        seed=seed,
+    )
+
+    def per_expert(values):
+        values = list(values or [])
+        return [values[k] if k < len(values) else None for k in kept]
+
+    return replace(
+        report,
+        test_accuracy=s["test_accuracy"],
+        test_nll=s["test_nll"],
+        test_crps=s["test_crps"],
+        test_crps_closed_form=s["test_crps_closed_form"],
+        test_rmse=s["test_rmse"],
+        per_domain_test_nll=s["per_domain_test_nll"],
+        per_expert_test_accuracy=s["per_expert_test_accuracy"],
+        steps=per_expert(report.steps),
+        final_length=per_expert(report.final_length) if report.final_length else None,
+    )
+
+
+@torch.no_grad()
+def _forward(moe, split, trainer: Trainer) -> np.ndarray:
+    x = torch.as_tensor(split.x, dtype=torch.float32, device=trainer.device)
+    cluster = torch.as_tensor(split.cluster, device=trainer.device)
+    return moe.eval()(x, cluster).double().cpu().numpy()
+
+
+def _ensemble(task: ClusteredTask, members: list[Member], has: np.ndarray) -> dict:
+    """Greedy weighted ensemble of every member with outputs, fitted on validation."""
+    ready = [(m.val, m.test, m.name) for m in members if m.val is not None and m.test is not None]
+    if len(ready) < 2:
+        return {}
+    y_val = task.val.y[has]
+    weights = greedy_ensemble([v[has] for v, _, _ in ready], y_val, task.loss)
+    used = [(r, w) for r, w in zip(ready, weights, strict=True) if w > 0]
+    outs_val = [v[has] for (v, _, _), _ in used]
+    outs_test = [t for (_, t, _), _ in used]
+    w = np.asarray([w for _, w in used])
+    return {
+        "weights": {name: round(float(x), 3) for (_, _, name), x in used},
+        "validation_nll": mixture_nll(outs_val, w, y_val, task.loss),
+        "holdout_nll": mixture_nll(outs_test, w, np.asarray(task.test.y), task.loss),
+        "saved": False,
+        "why_not_saved": "a model directory holds networks only; the combination is reported",
+    }
+
+
+def _shipped_summary(row: dict, board: list[dict], fallback: list[int], task) -> dict:
+    """What was saved and why, and whether a member beats it on validation."""
+    mine = (row.get("validation") or {}).get("nll", np.inf)
+    better = [
+        r["model"]
+        for r in board[:-1]
+        if (r.get("validation") or {}).get("nll", np.inf) < mine and r["kind"] != "sgem"
+    ]
+    what = (
+        "the searched MoE"
+        if not fallback
+        else "the global network alone"
+        if len(fallback) == task.n_clusters
+        else f"the MoE with {len(fallback)} of {task.n_clusters} clusters routed to the global "
+        "network"
+    )
+    return {
+        "model": what,
+        "validation": row.get("validation"),
+        "holdout": row.get("holdout"),
+        "better_on_validation": better,
+    }
+
+
+__all__ = ["GLOBAL_CELLS", "Contest", "compete", "selective_routing"]

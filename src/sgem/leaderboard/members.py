@@ -1,0 +1,233 @@
+"""The leaderboard's members: what a user would otherwise pick, as predictions on the same
+samples as the searched MoE.
+
+Every member gives two sets of raw outputs in the task's model units (logits, or the
+Student-t's (loc, scale, df) per step): on the VALIDATION split from a fit on the training
+split only (out of sample, so members are compared and combined there), and on the HOLDOUT
+(the test split) from a fit on train + validation (the protocol of the final MoE, so the
+holdout row of every member is comparable). Members:
+
+* the global network: one network of an expert's cell trained on every cluster (the
+  reference the MoE must beat to be worth its experts); shippable, since a cluster-gated
+  MoE whose clusters all go to it is that network;
+* tables: logistic / ridge regression and histogram gradient boosting (scikit-learn);
+* series: seasonal naive, and statsforecast's AutoETS / AutoTheta where it is installed.
+
+A member that needs training is skipped, and says why, once the time budget's fence has
+passed (`sgem.time_fence`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.task import ClusteredTask, Split
+from ..jobs import job_seed
+from ..space.arch import Arch
+from ..time_fence import fence_passed
+from ..train.trainer import Trainer
+
+#: the Student-t df that stands for a Normal predictive (the linear and boosted models)
+NORMAL_DF = 1000.0
+
+
+@dataclass
+class Member:
+    """One leaderboard entry's outputs (float64 arrays) and what it is."""
+
+    name: str
+    kind: str  # "sgem", "network", "scikit-learn", "classical"
+    val: np.ndarray | None
+    test: np.ndarray | None
+    shippable: bool = False
+    note: str = ""
+    seconds: float = 0.0
+    network: nn.Module | None = field(default=None, repr=False)  # shippable networks
+    cell: Arch | None = None
+
+
+def _x(split: Split) -> np.ndarray:
+    return split.x.reshape(len(split.x), -1).astype(np.float64)
+
+
+def _targets(split: Split) -> np.ndarray:
+    return np.asarray(split.y)
+
+
+# -- the global network -----------------------------------------------------------------------
+@torch.no_grad()
+def _predict(trainer: Trainer, net: nn.Module, split: Split) -> np.ndarray:
+    x = torch.as_tensor(split.x, dtype=torch.float32, device=trainer.device)
+    return trainer.predict(net.eval(), x).double().cpu().numpy()
+
+
+def global_network(
+    task: ClusteredTask, trainer: Trainer, cell: Arch, seed: int, steps: int
+) -> Member:
+    """One network of `cell` on every cluster: `steps` on the training split (scored on
+    validation), then the same on train + validation (scored on the holdout, shipped)."""
+    start = time.perf_counter()
+    name = f"global network ({cell.key})"
+    if fence_passed():
+        return Member(name, "network", None, None, note="skipped: the time budget ended")
+    every = np.ones(task.n_clusters, dtype=bool)
+    dev = trainer.device
+    seed = job_seed(seed, cell, every)
+    x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=dev)
+    y_tr = torch.as_tensor(task.train.y, device=dev)
+    net = trainer.fit(cell, x_tr, y_tr, seed=seed, steps=steps)
+    val = _predict(trainer, net, task.val)
+    x_all = torch.cat([x_tr, torch.as_tensor(task.val.x, dtype=torch.float32, device=dev)])
+    y_all = torch.cat([y_tr, torch.as_tensor(task.val.y, device=dev)])
+    net = trainer.fit(cell, x_all, y_all, seed=seed, steps=steps)
+    cut = fence_passed()
+    return Member(
+        name,
+        "network",
+        val,
+        _predict(trainer, net, task.test),
+        shippable=not cut,
+        note="trained for fewer steps: the time budget ended" if cut else "",
+        seconds=time.perf_counter() - start,
+        network=net.eval(),
+        cell=cell,
+    )
+
+
+# -- tables: scikit-learn -------------------------------------------------------------------
+def sklearn_members(task: ClusteredTask, seed: int) -> list[Member]:
+    """Logistic / ridge regression and gradient boosting on the model's standardised
+    features: what a user of scikit-learn would fit in two seconds."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    from sklearn.linear_model import LogisticRegression, Ridge
+
+    if task.loss == "cross_entropy":
+        makers = {
+            "logistic regression": lambda: LogisticRegression(max_iter=2000),
+            "gradient boosting": lambda: HistGradientBoostingClassifier(random_state=seed),
+        }
+    else:
+        makers = {
+            "ridge regression": lambda: Ridge(alpha=1.0),
+            "gradient boosting": lambda: HistGradientBoostingRegressor(random_state=seed),
+        }
+    members = []
+    for name, make in makers.items():
+        start = time.perf_counter()
+        try:
+            val = _sklearn_outputs(task, make, task.train, [task.val], seed)[0]
+            test = _sklearn_outputs(task, make, _joined(task.train, task.val), [task.test], seed)[0]
+        except ValueError as exc:  # e.g. a class absent from the training split
+            members.append(Member(name, "scikit-learn", None, None, note=f"failed: {exc}"))
+            continue
+        seconds = time.perf_counter() - start
+        members.append(Member(name, "scikit-learn", val, test, seconds=seconds))
+    return members
+
+
+def _joined(a: Split, b: Split) -> Split:
+    return Split(
+        np.concatenate([a.x, b.x]),
+        np.concatenate([a.y, b.y]),
+        np.concatenate([a.cluster, b.cluster]),
+    )
+
+
+def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[Split], seed: int):
+    x, y = _x(fit_on), _targets(fit_on)
+    model = make()
+    if task.loss == "cross_entropy":
+        model.fit(x, y)
+        out = []
+        for split in predict_on:
+            proba = np.full((len(split.x), task.n_classes or 0), 1e-12)
+            proba[:, model.classes_.astype(int)] = np.maximum(model.predict_proba(_x(split)), 1e-12)
+            out.append(np.log(proba / proba.sum(1, keepdims=True)))
+        return out
+    from sklearn.model_selection import cross_val_predict
+
+    target = y.reshape(len(y), -1)[:, 0]
+    # the spread a user would quote: the cross-validated residuals' RMS (in-sample
+    # residuals of a boosted model are far too small)
+    folds = min(5, max(2, len(target) // 20))
+    residual = target - cross_val_predict(make(), x, target, cv=folds)
+    scale = float(np.sqrt(np.mean(residual**2))) or 1.0
+    model.fit(x, target)
+    out = []
+    for split in predict_on:
+        loc = model.predict(_x(split))[:, None]
+        out.append(np.stack([loc, np.full_like(loc, scale), np.full_like(loc, NORMAL_DF)], -1))
+    return out
+
+
+# -- series: classical forecasters ----------------------------------------------------------
+def classical_members(task: ClusteredTask) -> list[Member]:
+    """Seasonal naive (always), AutoETS and AutoTheta (statsforecast, where installed), each
+    fitted on every window's own context, as `sgem.baselines` does."""
+    from ..baselines.naive import fit_spread
+    from ..baselines.seasonal_naive import seasonal_forecast
+
+    horizon = int(task.test.y.shape[1])
+    members = []
+    start = time.perf_counter()
+
+    def naive(fit_on: list[Split], split: Split) -> np.ndarray:
+        """Seasonal naive with its spread multiplier and df fitted on `fit_on`'s windows
+        (as `sgem.baselines.SeasonalNaive` does), forecasting `split`."""
+        x = np.concatenate([_x(s) for s in fit_on])
+        y = np.concatenate([np.asarray(s.y, dtype=np.float64) for s in fit_on])
+        a, df = fit_spread(*seasonal_forecast(x, horizon), y)
+        loc, base = seasonal_forecast(_x(split), horizon)
+        return np.stack([loc, a * base, np.full_like(loc, df)], -1)
+
+    members.append(
+        Member(
+            "seasonal naive",
+            "classical",
+            naive([task.train], task.val),
+            naive([task.train, task.val], task.test),
+            seconds=time.perf_counter() - start,
+        )
+    )
+    try:
+        import statsforecast  # noqa: F401
+    except ImportError:
+        for name in ("AutoETS", "AutoTheta"):
+            note = "not installed: pip install 'sgem[bench]' (statsforecast)"
+            members.append(Member(name, "classical", None, None, note=note))
+        return members
+    from ..baselines.statistical import AutoETSReference, AutoThetaReference
+
+    for name, ref in (("AutoETS", AutoETSReference()), ("AutoTheta", AutoThetaReference())):
+        if fence_passed():
+            members.append(Member(name, "classical", None, None, note="skipped: budget ended"))
+            continue
+        start = time.perf_counter()
+        val, test = (_statsforecast(ref, split, horizon) for split in (task.val, task.test))
+        members.append(Member(name, "classical", val, test, seconds=time.perf_counter() - start))
+    return members
+
+
+def _statsforecast(ref, split: Split, horizon: int) -> np.ndarray:
+    from ..baselines.seasonal_naive import choose_seasons, seasonal_forecast
+    from ..baselines.statistical import diverged
+
+    x = _x(split)
+    loc, scale = seasonal_forecast(x, horizon)
+    scale = np.broadcast_to(scale if scale.ndim == 2 else scale[:, None], loc.shape).copy()
+    for i, (context, season) in enumerate(zip(x, choose_seasons(x), strict=True)):
+        try:
+            mean, spread = ref.forecast_window(context, horizon, int(season))
+        except Exception:  # a local fit that fails keeps the seasonal-naive forecast
+            continue
+        if not diverged(context, mean, spread):
+            loc[i], scale[i] = mean, spread
+    return np.stack([loc, scale, np.full_like(loc, NORMAL_DF)], -1)
+
+
+__all__ = ["NORMAL_DF", "Member", "classical_members", "global_network", "sklearn_members"]

@@ -1,0 +1,112 @@
+"""The leaderboard at the end of every fit: members scored on validation (out of sample)
+and the holdout, the greedy ensemble, selective routing, and the saved model it leads to."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import TINY_SEARCH
+
+import sgem
+from sgem.cli import main
+from sgem.data import make_toy_task
+from sgem.leaderboard import greedy_ensemble, leaderboard_frame, mixture_nll, selective_routing
+
+
+def _logits(p: np.ndarray) -> np.ndarray:
+    return np.log(np.stack([1 - p, p], axis=1))
+
+
+def test_the_greedy_ensemble_never_loses_to_its_best_member() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    good = _logits(np.clip(0.8 * y + 0.1 + rng.normal(0, 0.05, 400), 0.01, 0.99))
+    other = _logits(np.clip(0.6 * y + 0.2 + rng.normal(0, 0.2, 400), 0.01, 0.99))
+    noise = _logits(np.full(400, 0.5))
+    outs = [noise, good, other]
+    w = greedy_ensemble(outs, y, "cross_entropy")
+    assert w.sum() == pytest.approx(1.0) and w[1] > w[0]
+    best_single = min(mixture_nll([o], np.ones(1), y, "cross_entropy") for o in outs)
+    assert mixture_nll(outs, w, y, "cross_entropy") <= best_single + 1e-12
+
+
+def test_a_mixture_of_student_t_forecasts_is_no_worse_than_its_members_mean() -> None:
+    rng = np.random.default_rng(1)
+    y = rng.normal(0, 1, (50, 4))
+    a = np.stack([y + 0.3, np.full_like(y, 1.0), np.full_like(y, 5.0)], -1)
+    b = np.stack([y - 0.5, np.full_like(y, 0.5), np.full_like(y, 5.0)], -1)
+    mixed = mixture_nll([a, b], np.array([0.5, 0.5]), y, "student_t")
+    each = [mixture_nll([o], np.ones(1), y, "student_t") for o in (a, b)]
+    assert mixed <= np.mean(each) + 1e-12
+
+
+def test_selective_routing_keeps_an_expert_only_where_it_clearly_wins() -> None:
+    task = make_toy_task(0)
+    n = len(task.val)
+    y = task.val.y
+    truth = np.eye(task.n_classes)[y]
+    sharp = np.log(np.clip(0.9 * truth + 0.1 / task.n_classes, 1e-9, 1))
+    flat = np.log(np.full((n, task.n_classes), 1.0 / task.n_classes))
+    winning = np.isin(task.val.cluster, [0, 1])  # the MoE wins on clusters 0 and 1 only
+    moe = np.where(winning[:, None], sharp, flat)
+    glob = np.log(np.clip(0.6 * truth + 0.4 / task.n_classes, 1e-9, 1))
+    has = np.ones(n, dtype=bool)
+    assignment = np.zeros(task.n_clusters, dtype=int)
+    fallback, evidence = selective_routing(task, assignment, moe, glob, has)
+    kept = sorted(set(range(task.n_clusters)) - set(fallback))
+    assert kept == [c for c in (0, 1) if (task.val.cluster == c).sum() >= 2]
+    assert evidence["0"]["keeps_expert"] and not evidence["2"]["keeps_expert"]
+
+
+def test_every_table_fit_ends_with_a_leaderboard_and_saves_no_worse_on_validation(
+    tmp_path,
+) -> None:
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
+    # each cloud split at its own centre, by the second feature
+    frame["label"] = np.where(x[:, 1] > np.where(x[:, 0] < 0, -3.0, 3.0), "p", "n")
+    out = tmp_path / "run"
+    model = sgem.fit(
+        frame,
+        target="label",
+        out=out,
+        progress=False,
+        config={"search": TINY_SEARCH},
+        n_clusters=4,
+        executor="inline",
+    )
+    board = model.result["leaderboard"]
+    names = [r["model"] for r in board["rows"]]
+    assert names[0] == "sgem MoE (searched)" and names[-1] == "saved model (selective routing)"
+    assert {"logistic regression", "gradient boosting"} <= set(names)
+    assert all("validation" in r and "holdout" in r for r in board["rows"]), board["rows"]
+    assert any(n.startswith("global network (") for n in names)
+    rows = {r["model"]: r for r in board["rows"]}
+    saved = rows["saved model (selective routing)"]["validation"]["nll"]
+    searched = rows["sgem MoE (searched)"]["validation"]["nll"]
+    assert saved <= searched + 1e-9  # a cluster only leaves its expert for a better network
+    frame = model.leaderboard()
+    assert {"model", "val_nll", "holdout_nll"} <= set(frame.columns)
+    assert frame["val_nll"].dropna().is_monotonic_increasing, frame.to_string()
+    assert model.evaluate(model_split(out))["test_nll"] == model.spec.metrics["test_nll"]
+    assert "leaderboard (validation decides" in model.summary()
+    assert main(["leaderboard", str(out), "--csv", str(tmp_path / "lb.csv")]) == 0
+    assert pd.read_csv(tmp_path / "lb.csv")["model"].tolist() == frame["model"].tolist()
+
+
+def model_split(run):
+    import yaml
+
+    from sgem.pipeline import build_task_from_config
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())["run"]
+    return build_task_from_config(cfg["task"], cfg["seed"]).test
+
+
+def test_a_model_without_a_leaderboard_says_so() -> None:
+    assert leaderboard_frame(None).empty
+    from sgem.leaderboard import leaderboard_lines
+
+    assert leaderboard_lines({"skipped": "no validation"}) == ["leaderboard: no validation"]
