@@ -110,3 +110,19 @@ def test_a_model_without_a_leaderboard_says_so() -> None:
     from sgem.leaderboard import leaderboard_lines
 
     assert leaderboard_lines({"skipped": "no validation"}) == ["leaderboard: no validation"]
+
+
+def test_a_clearly_better_moe_keeps_its_experts_unless_the_network_clearly_wins() -> None:
+    task = make_toy_task(0)
+    n, y = len(task.val), task.val.y
+    truth = np.eye(task.n_classes)[y]
+    sharp = np.log(np.clip(0.9 * truth + 0.1 / task.n_classes, 1e-9, 1))
+    weak = np.log(np.clip(0.5 * truth + 0.5 / task.n_classes, 1e-9, 1))
+    network_wins = np.isin(task.val.cluster, [3])  # the network is better on cluster 3 only
+    moe = np.where(network_wins[:, None], weak, sharp)
+    glob = np.where(network_wins[:, None], sharp, weak)
+    fallback, evidence = selective_routing(
+        task, np.zeros(task.n_clusters, dtype=int), moe, glob, np.ones(n, dtype=bool)
+    )
+    assert evidence["overall"]["default"] == "expert"
+    assert fallback == [3]

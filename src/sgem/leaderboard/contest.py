@@ -3,13 +3,10 @@ model that is saved.
 
 Why: a fit used to ship its MoE even where one network of its own cell was better (the toy,
 diabetes). Here every member is scored on validation from fits that never saw it
-(`sgem.leaderboard.members`), and the saved model is the MoE with **selective routing**: a
-cluster keeps its own expert only where that expert beats the best global network on the
-cluster's validation samples by at least `MARGIN_SE` standard errors of the paired
-difference;
-every other cluster (and one without validation samples) goes to the global network, which
-joins the MoE as one more expert. Where no cluster keeps its expert, the saved model is the
-global network alone. The model format does not change: it is still a cluster-gated MoE.
+(`sgem.leaderboard.members`), and the saved model is the MoE with **selective routing**
+(`selective_routing`): clusters whose expert is not worth it go to the best global network,
+which joins the MoE as one more expert; where every cluster goes there, the saved model is
+that network alone. The model format does not change: it is still a cluster-gated MoE.
 
 Scikit-learn and classical forecasters are scored and combined (greedy ensemble) for the
 report, but not saved: the model directory holds networks only. The leaderboard says when
@@ -98,9 +95,10 @@ def compete(
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
     report = {
         "rule": "validation decides (members fitted on the training split), the holdout "
-        "reports (members refitted on train + validation); a cluster keeps its expert only "
-        "where it beats the best global network by two standard errors on its validation "
-        "samples",
+        "reports (members refitted on train + validation); where the MoE is not clearly "
+        "better than the best global network overall (two standard errors), a cluster keeps "
+        "its expert only where it is clearly better on the cluster's validation samples; "
+        "where the MoE is clearly better, a cluster leaves it only where the network is",
         "rows": board,
         "fallback_clusters": fallback,
         "evidence": evidence,
@@ -137,30 +135,43 @@ def selective_routing(
     global_val: np.ndarray,
     has: np.ndarray,
 ) -> tuple[list[int], dict]:
-    """Clusters that go to the global network: those whose own expert does not beat it by
-    `MARGIN_SE` standard errors of the paired per-sample NLL difference on their validation
-    samples
-    (and those without validation samples to show it)."""
+    """Clusters that go to the global network. The burden of proof follows the whole
+    model's validation: where the MoE is not clearly better than the global network over
+    all validation samples (by `MARGIN_SE` standard errors of the paired per-sample NLL
+    difference), a cluster keeps its expert only where the expert is clearly better on the
+    cluster's own samples; where the MoE is clearly better overall, a cluster leaves its
+    expert only where the global network is clearly better there. (Per-cluster evidence is
+    thin - tens of samples - so a default that ignored the overall verdict would send
+    clusters of a clearly better MoE to a clearly worse network.)"""
     diff = np.full(len(task.val), np.nan)
     diff[has] = sample_nll(moe_val[has], task.val.y[has], task.loss) - sample_nll(
         global_val[has], task.val.y[has], task.loss
     )
+    overall = diff[has]
+    se_all = float(overall.std(ddof=1) / np.sqrt(len(overall))) if len(overall) > 1 else np.inf
+    moe_wins = bool(overall.mean() < -MARGIN_SE * se_all)
     fallback: list[int] = []
-    evidence: dict[str, dict] = {}
+    evidence: dict[str, dict] = {
+        "overall": {
+            "nll_gain": round(-float(overall.mean()), 5),
+            "se": round(se_all, 5),
+            "default": "expert" if moe_wins else "global network",
+        }
+    }
     for c in range(task.n_clusters):
         d = diff[(task.val.cluster == c) & has]
         if len(d) < 2:
-            fallback.append(c)
-            evidence[str(c)] = {"n": len(d), "keeps_expert": False}
-            continue
-        mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
-        keeps = mean < -MARGIN_SE * se
-        evidence[str(c)] = {
-            "n": len(d),
-            "nll_gain": round(-mean, 5),
-            "se": round(se, 5),
-            "keeps_expert": bool(keeps),
-        }
+            keeps = moe_wins  # no evidence: the overall verdict
+            evidence[str(c)] = {"n": len(d), "keeps_expert": keeps}
+        else:
+            mean, se = float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+            keeps = mean < MARGIN_SE * se if moe_wins else mean < -MARGIN_SE * se
+            evidence[str(c)] = {
+                "n": len(d),
+                "nll_gain": round(-mean, 5),
+                "se": round(se, 5),
+                "keeps_expert": bool(keeps),
+            }
         if not keeps:
             fallback.append(c)
     return fallback, evidence
