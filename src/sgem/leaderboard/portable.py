@@ -130,7 +130,7 @@ class PortableModel:
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}: expected one of {KINDS}")
         nf = _int(state, "n_features")
-        classes = state.get("classes")
+        classes: list = state.get("classes") or []
         if kind in ("logistic", "hgb_classifier"):
             if (
                 not isinstance(classes, list)
