@@ -13,6 +13,8 @@ from sgem.cli import main
 from sgem.data import make_toy_task
 from sgem.leaderboard import greedy_ensemble, leaderboard_frame, mixture_nll, selective_routing
 
+SAVED = "saved model (selective routing)"
+
 
 def _logits(p: np.ndarray) -> np.ndarray:
     return np.log(np.stack([1 - p, p], axis=1))
@@ -79,12 +81,14 @@ def test_every_table_fit_ends_with_a_leaderboard_and_saves_no_worse_on_validatio
     )
     board = model.result["leaderboard"]
     names = [r["model"] for r in board["rows"]]
-    assert names[0] == "sgem MoE (searched)" and names[-1] == "saved model (selective routing)"
+    combined = names[-1] == "saved model (combination)"
+    routed = "selective-routing MoE (before the combination)" if combined else SAVED
+    assert names[0] == "sgem MoE (searched)" and names[-1] in (SAVED, "saved model (combination)")
     assert {"logistic regression", "gradient boosting"} <= set(names)
     assert all("validation" in r and "holdout" in r for r in board["rows"]), board["rows"]
     assert any(n.startswith("global network (") for n in names)
     rows = {r["model"]: r for r in board["rows"]}
-    saved = rows["saved model (selective routing)"]["validation"]["nll"]
+    saved = rows[routed]["validation"]["nll"]
     searched = rows["sgem MoE (searched)"]["validation"]["nll"]
     assert saved <= searched + 1e-9  # a cluster only leaves its expert for a better network
     frame = model.leaderboard()
@@ -126,3 +130,40 @@ def test_a_clearly_better_moe_keeps_its_experts_unless_the_network_clearly_wins(
     )
     assert evidence["overall"]["default"] == "expert"
     assert fallback == [3]
+
+
+def test_a_combination_with_a_scikit_learn_member_is_saved_and_reloads(tmp_path) -> None:
+    """A linear rule in 8 features, where logistic regression is hard to beat: the saved
+    model combines it with the MoE (weights on validation), its members as plain arrays in
+    members.safetensors; a reloaded model predicts and scores as the run did, and a changed
+    members file is refused."""
+    from sgem.errors import SgemUserError
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(800, 8))
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(8)])
+    frame["label"] = np.where(x @ np.linspace(1, -1, 8) + 0.3 * rng.normal(size=800) > 0, "a", "b")
+    out = tmp_path / "run"
+    search = {**TINY_SEARCH, "train": {"steps": 5}, "final_steps": 5}
+    model = sgem.fit(
+        frame,
+        target="label",
+        out=out,
+        progress=False,
+        config={"search": search},
+        n_clusters=4,
+        executor="inline",
+    )
+    assert model.combination is not None, model.result["leaderboard"]["shipped"]
+    assert (out / "model" / "members.safetensors").is_file()
+    assert model.combination.names and model.combination.weights.sum() == pytest.approx(1.0)
+    proba = model.predict_proba(frame.drop(columns="label").head(50))
+    assert proba.shape == (50, 2) and np.allclose(proba.sum(1), 1.0)
+    reloaded = sgem.load(out)
+    assert np.array_equal(reloaded.predict_proba(frame.head(50)), proba)
+    assert reloaded.evaluate(model_split(out))["test_nll"] == model.spec.metrics["test_nll"]
+    assert "a combination (" in model.result["leaderboard"]["shipped"]["model"]
+    members = out / "model" / "members.safetensors"
+    members.write_bytes(members.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(SgemUserError, match="checksum"):
+        sgem.load(out)

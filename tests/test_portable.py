@@ -1,4 +1,4 @@
-"""`sgem.leaderboard.portable`: fitted sklearn models as JSON + arrays, predicted with numpy."""
+"""`sgem.moe.portable`: fitted sklearn models as JSON + arrays, predicted with numpy."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sklearn.ensemble import (
 from sklearn.linear_model import LogisticRegression, Ridge
 from threadpoolctl import threadpool_limits
 
-from sgem.leaderboard.portable import PortableModel, export
+from sgem.moe.portable import PortableModel, export
 
 ATOL = 1e-10
 

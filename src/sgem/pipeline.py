@@ -377,7 +377,8 @@ def _stages(
         space,
         shipped.moe,
         search.trainer_.n_out,
-        metrics=shipped_metrics(result, shipped, task),
+        metrics=shipped_metrics(result, shipped, task, contest.combination),
+        members=contest.combination[2] if contest.combination else None,
         info={
             "seed": seed,
             "method": "sgem",
@@ -391,6 +392,7 @@ def _stages(
             "reference_networks_test": result.get("global_networks_test"),
             "calibration": calibration.state,
             "leaderboard": contest.report,
+            "combination": contest.combination[1] if contest.combination else None,
         },
     )
     result["model"] = MODEL_DIR

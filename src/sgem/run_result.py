@@ -131,10 +131,18 @@ def model_metrics(result: dict) -> dict:
     return {k: result[k] for k in _METRICS if k in result}
 
 
-def shipped_metrics(result: dict, shipped, task: ClusteredTask) -> dict:
+def shipped_metrics(result: dict, shipped, task: ClusteredTask, combination=None) -> dict:
     """The metrics the saved model carries (and `SgemModel.evaluate` reproduces): the
-    searched MoE's (result.json's) unless the leaderboard saved another routing."""
+    searched MoE's (result.json's) unless the leaderboard saved another routing, and a
+    saved combination's own holdout scores (`combination[3]`) over those."""
     metrics = model_metrics(result)
+    if combination is not None:
+        metrics = _routing_metrics(metrics, result, shipped, task)
+        return metrics | combination[3]
+    return _routing_metrics(metrics, result, shipped, task)
+
+
+def _routing_metrics(metrics: dict, result: dict, shipped, task: ClusteredTask) -> dict:
     if not (result.get("leaderboard") or {}).get("fallback_clusters"):
         return metrics
     scores = shipped.report.to_json()

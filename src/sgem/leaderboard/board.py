@@ -20,49 +20,12 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask, Split
+from ..moe.combination import _logsumexp, log_density, mixture_nll, sample_nll
 from ..moe.scoring import score_outputs
-from ..train.losses import per_sample_nll
 from .members import Member
 
 #: greedy ensemble selection: rounds (the weights' resolution is 1 / ROUNDS)
 ROUNDS = 25
-
-
-def log_density(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
-    """log p(y) per sample (classification) or per sample and step (Student-t)."""
-    t = torch.as_tensor(out, dtype=torch.float64)
-    if loss == "cross_entropy":
-        logp = torch.log_softmax(t, dim=1)
-        idx = torch.as_tensor(np.asarray(y), dtype=torch.long)[:, None]
-        return logp.gather(1, idx)[:, 0].numpy()
-    from ..forecast import student_t_nll
-
-    y_t = torch.as_tensor(np.asarray(y, dtype=np.float64)).reshape(t.shape[:-1])
-    return (-student_t_nll(t[..., 0], t[..., 1], t[..., 2], y_t)).numpy()
-
-
-def sample_nll(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
-    """Per-sample NLL, (n,), as the search scores candidates."""
-    t = torch.as_tensor(out, dtype=torch.float64)
-    y_t = torch.as_tensor(np.asarray(y))
-    if loss == "student_t":
-        y_t = y_t.to(torch.float64).reshape(t.shape[:-1])
-    return per_sample_nll(t, y_t, loss).numpy()
-
-
-def mixture_nll(outs: list[np.ndarray], weights: np.ndarray, y: np.ndarray, loss: str) -> float:
-    """Mean NLL of the weighted mixture of the members' predictive distributions."""
-    logs = np.stack([log_density(o, y, loss) for o in outs])
-    w = np.asarray(weights, dtype=np.float64)
-    keep = w > 0
-    mixed = _logsumexp(logs[keep] + np.log(w[keep] / w.sum()).reshape(-1, *[1] * (logs.ndim - 1)))
-    per_sample = mixed if mixed.ndim == 1 else mixed.mean(axis=1)
-    return float(-per_sample.mean())
-
-
-def _logsumexp(a: np.ndarray) -> np.ndarray:
-    top = a.max(axis=0)
-    return top + np.log(np.exp(a - top).sum(axis=0))
 
 
 def greedy_ensemble(

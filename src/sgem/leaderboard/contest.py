@@ -29,7 +29,7 @@ from ..moe.scoring import score_outputs
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
 from ..train.trainer import Trainer
-from .board import greedy_ensemble, mixture_nll, rows, sample_nll
+from .board import greedy_ensemble, log_density, mixture_nll, rows, sample_nll
 from .members import Member, classical_members, global_network, sklearn_members
 
 #: how many of the experts' cells (largest regions first) get a global network
@@ -48,6 +48,8 @@ class Contest:
     report: dict
     final: Any  # a MethodResult (sgem.experiment), not imported: it imports the final stage
     validation: tuple[np.ndarray, np.ndarray] | None
+    #: a combination to save with the MoE: (Combination, its info state, member arrays)
+    combination: tuple | None = None
 
 
 def compete(
@@ -93,7 +95,11 @@ def compete(
     ship_test = _forward(shipped.moe, task.test, trainer)
     shipped_member = Member("saved model (selective routing)", "sgem", ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
-    report = {
+    combination, combined = combine(task, ship_val, ship_test, refs, has)
+    if combined:
+        board[-1]["model"] = "selective-routing MoE (before the combination)"
+        board.append(combined)
+    report: dict[str, Any] = {
         "rule": "validation decides (members fitted on the training split), the holdout "
         "reports (members refitted on train + validation); where the MoE is not clearly "
         "better than the best global network overall (two standard errors), a cluster keeps "
@@ -106,12 +112,76 @@ def compete(
         "seconds": round(time.perf_counter() - start, 3),
     }
     report["shipped"] = _shipped_summary(board[-1], board, fallback, task)
-    return Contest(report, shipped, (ship_val, has))
+    if combination is not None:
+        names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
+        report["shipped"]["model"] = f"a combination ({names}) of {report['shipped']['model']}"
+    return Contest(report, shipped, (ship_val, has), combination)
 
 
 def _val(member: Member) -> np.ndarray:
     assert member.val is not None
     return member.val
+
+
+def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: np.ndarray):
+    """The combination of the selective-routing MoE with the scikit-learn members that
+    greedy ensemble selection picks on validation, kept only where it beats the MoE alone
+    there by `MARGIN_SE` standard errors of the paired per-sample log density (the weights
+    are fit on those same samples, so a small gain is not trusted). Returns ((Combination,
+    state, arrays), its leaderboard row), or (None, None)."""
+    from ..moe.combination import Combination
+    from ..moe.portable import export
+
+    ready = [m for m in refs if m.kind == "scikit-learn" and m.val is not None and m.estimator]
+    if not ready:
+        return None, None
+    y_val = task.val.y[has]
+    outs = [ship_val[has], *[_val(m)[has] for m in ready]]
+    weights = greedy_ensemble(outs, y_val, task.loss)
+    if weights[0] == 1.0:
+        return None, None
+    used = [i for i in range(1, len(outs)) if weights[i] > 0]
+    w = np.asarray([weights[0], *[weights[i] for i in used]])
+    mixed = _per_sample_log(outs[:1] + [outs[i] for i in used], w, y_val, task.loss)
+    alone = _per_sample_log(outs[:1], np.ones(1), y_val, task.loss)
+    gain = mixed - alone
+    se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
+    if not gain.mean() > MARGIN_SE * se:
+        return None, None
+    members = [ready[i - 1] for i in used]
+    exported = [export(m.estimator) for m in members]
+    combination = Combination(
+        w, [m.name for m in members], [], [m.scale for m in members], task.loss, task.n_classes
+    )
+    state, arrays = combination.state([e[0] for e in exported], [e[1] for e in exported])
+    state["weights_by_name"] = {"MoE": float(w[0])} | {
+        m.name: float(x) for m, x in zip(members, w[1:], strict=True)
+    }
+    combination = Combination.from_state(state, arrays)  # what loading will rebuild
+    x_test = task.test.x.reshape(len(task.test.x), -1)
+    holdout = combination.scores(ship_test, x_test, np.asarray(task.test.y))
+    x_val = task.val.x[has].reshape(int(has.sum()), -1)
+    validation = combination.scores(ship_val[has], x_val, y_val)
+    row = {
+        "model": "saved model (combination)",
+        "kind": "sgem",
+        "seconds": 0.0,
+        "validation": {k.removeprefix("test_"): v for k, v in validation.items()},
+        "holdout": {k.removeprefix("test_"): v for k, v in holdout.items()},
+        "note": f"weights fit on validation; paired gain {gain.mean():.4f} (se {se:.4f})",
+    }
+    return (combination, state, arrays, holdout), row
+
+
+def _per_sample_log(outs, weights, y, loss) -> np.ndarray:
+    """Per-sample log density of the weighted mixture (mean over steps for forecasts)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    keep = weights > 0
+    logs = np.stack([log_density(o, y, loss) for o, k in zip(outs, keep, strict=True) if k])
+    w = np.log(weights[keep] / weights.sum()).reshape(-1, *[1] * (logs.ndim - 1))
+    top = (logs + w).max(0)
+    mixed = top + np.log(np.exp(logs + w - top).sum(0))
+    return mixed if mixed.ndim == 1 else mixed.mean(axis=1)
 
 
 def _cells(final, task: ClusteredTask) -> list:

@@ -49,6 +49,10 @@ class Member:
     seconds: float = 0.0
     network: nn.Module | None = field(default=None, repr=False)  # shippable networks
     cell: Arch | None = None
+    # scikit-learn: the estimator fitted on train + validation (saved as plain arrays,
+    # `sgem.moe.portable`) and, for regression, its Normal scale in model units
+    estimator: object | None = field(default=None, repr=False)
+    scale: float = 1.0
 
 
 def _x(split: Split) -> np.ndarray:
@@ -120,13 +124,16 @@ def sklearn_members(task: ClusteredTask, seed: int) -> list[Member]:
     for name, make in makers.items():
         start = time.perf_counter()
         try:
-            val = _sklearn_outputs(task, make, task.train, [task.val], seed)[0]
-            test = _sklearn_outputs(task, make, _joined(task.train, task.val), [task.test], seed)[0]
+            (val,), _, _ = _sklearn_outputs(task, make, task.train, [task.val])
+            joined = _joined(task.train, task.val)
+            (test,), fitted, scale = _sklearn_outputs(task, make, joined, [task.test])
         except ValueError as exc:  # e.g. a class absent from the training split
             members.append(Member(name, "scikit-learn", None, None, note=f"failed: {exc}"))
             continue
         seconds = time.perf_counter() - start
-        members.append(Member(name, "scikit-learn", val, test, seconds=seconds))
+        members.append(
+            Member(name, "scikit-learn", val, test, seconds=seconds, estimator=fitted, scale=scale)
+        )
     return members
 
 
@@ -138,7 +145,8 @@ def _joined(a: Split, b: Split) -> Split:
     )
 
 
-def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[Split], seed: int):
+def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[Split]):
+    """(outputs on each of `predict_on`, the fitted estimator, its Normal scale)."""
     x, y = _x(fit_on), _targets(fit_on)
     model = make()
     if task.loss == "cross_entropy":
@@ -148,7 +156,7 @@ def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[
             proba = np.full((len(split.x), task.n_classes or 0), 1e-12)
             proba[:, model.classes_.astype(int)] = np.maximum(model.predict_proba(_x(split)), 1e-12)
             out.append(np.log(proba / proba.sum(1, keepdims=True)))
-        return out
+        return out, model, 1.0
     from sklearn.model_selection import cross_val_predict
 
     target = y.reshape(len(y), -1)[:, 0]
@@ -162,7 +170,7 @@ def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[
     for split in predict_on:
         loc = model.predict(_x(split))[:, None]
         out.append(np.stack([loc, np.full_like(loc, scale), np.full_like(loc, NORMAL_DF)], -1))
-    return out
+    return out, model, scale
 
 
 # -- series: classical forecasters ----------------------------------------------------------

@@ -47,6 +47,7 @@ FORMAT_VERSION = 1
 MODEL_JSON = "model.json"
 EXPERTS_FILE = "experts.safetensors"
 PREPROCESSING_FILE = "preprocessing.safetensors"
+MEMBERS = "members.safetensors"  # a combination's scikit-learn members (optional)
 
 
 @dataclass
@@ -102,9 +103,11 @@ def save_model(
     spec: ModelSpec,
     experts: list[nn.Module | None] | LearnableGatedMoE,
     preprocessor: Preprocessor,
+    members: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Write a model directory at `path` (replaced whole, through a temporary sibling, so a
-    crash never leaves half a model). Returns the path."""
+    crash never leaves half a model). Returns the path. `members`: the arrays of a saved
+    combination's scikit-learn members (`sgem.moe.combination`), written to MEMBERS_FILE."""
     from .. import __version__
 
     path = Path(path)
@@ -129,7 +132,7 @@ def save_model(
         {k: np.ascontiguousarray(v, dtype=np.float64) for k, v in arrays.items()},
         str(tmp / PREPROCESSING_FILE),
     )
-    doc = {
+    doc: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "sgem_version": __version__,
@@ -163,6 +166,9 @@ def save_model(
             PREPROCESSING_FILE: _sha256(tmp / PREPROCESSING_FILE),
         },
     }
+    if members is not None:
+        save_numpy({k: np.ascontiguousarray(v) for k, v in members.items()}, str(tmp / MEMBERS))
+        doc["files"][MEMBERS] = _sha256(tmp / MEMBERS)
     (tmp / MODEL_JSON).write_text(json.dumps(_json_safe(doc), indent=1, allow_nan=False))
     if path.exists():
         old = path.with_name(f".{path.name}-old")
@@ -236,6 +242,16 @@ def _refuse_non_finite(tensors: dict, file: Path) -> None:
                 "unusable; re-fit it (sgem fit / sgem run) or restore the model directory "
                 "from an intact copy"
             )
+
+
+def read_members(path: str | os.PathLike) -> dict[str, np.ndarray] | None:
+    """A saved combination's member arrays (checksummed like the weights), or None. Their
+    values are checked by `sgem.moe.portable` (a threshold may be infinite there)."""
+    doc = read_model_json(path)
+    files = doc.get("files", {})
+    if MEMBERS not in files:
+        return None
+    return _read_weights(Path(doc["_dir"]), MEMBERS, files[MEMBERS], load_numpy)
 
 
 def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preprocessor]:
@@ -342,14 +358,16 @@ def save_final_moe(
     n_out: int,
     metrics: dict | None = None,
     info: dict | None = None,
+    members: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Save a trained `ClusterGatedMoE` of `task` (the output of `train_final_moe`) with
-    the task's preprocessing and routing, as a model directory at `path`."""
+    the task's preprocessing and routing, as a model directory at `path` (`members`: a
+    combination's member arrays, see `save_model`)."""
     assignment = np.asarray(moe.assignment.cpu())
     experts = [e if used else None for e, used in zip(moe.experts, moe.used, strict=True)]
     archs = [Arch.from_json(a) if isinstance(a, dict) else a for a in moe.architectures]
     spec = spec_for(task, space, assignment, archs, n_out, metrics, info)
-    return save_model(path, spec, experts, preprocessor_for_task(task))
+    return save_model(path, spec, experts, preprocessor_for_task(task), members)
 
 
 def save_learnable_moe(

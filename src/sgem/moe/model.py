@@ -36,6 +36,7 @@ from .calibration import (
     never_negative,
     t_quantiles,
 )
+from .combination import Combination, load_combination
 from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
 from .scoring import in_target_units, score_outputs
@@ -145,11 +146,15 @@ class SgemModel:
         self.path = path
         self.moe = moe.eval()
         self.result: dict | None = None  # result.json of the run that made it (sgem.fit)
+        #: a saved combination with scikit-learn members (`sgem.moe.combination`), or None
+        self.combination: Combination | None = None
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SgemModel:
         spec, moe, pre = load_parts(path)
-        return cls(spec, moe, pre, path=str(path))
+        model = cls(spec, moe, pre, path=str(path))
+        model.combination = load_combination(path, spec.info)
+        return model
 
     @property
     def learnable_gate(self) -> bool:
@@ -226,6 +231,8 @@ class SgemModel:
         self._require(self.is_classifier, "predict_proba", "classification")
         x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
         out = self.outputs(x_model, cluster)
+        if self.combination is not None:  # mixed with its members (weights fit on validation)
+            return self.combination.proba(out.double().numpy(), x_model)
         t = self.temperature if calibrated else None
         return torch.softmax(out if t is None else out / t, dim=1).numpy()
 
@@ -236,9 +243,14 @@ class SgemModel:
             return self.forecast(x).point
         x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
         out = self.outputs(x_model, cluster)
+        mix = self.combination
         if self.is_classifier:
-            idx = out.argmax(1).numpy()
+            best = out if mix is None else torch.as_tensor(mix.proba(out.double().numpy(), x_model))
+            idx = best.argmax(1).numpy()
             return np.asarray(self.classes, dtype=object)[idx] if self.spec.classes else idx
+        if mix is not None:  # the mixture's median
+            median = mix.quantiles(out.double().numpy(), x_model, (0.5,))[0.5]
+            return clip_to_support(self._unscale_target(median), self.calibration.get("support"))
         point = self._unscale_target(out[..., 0].numpy()).reshape(len(out), -1).squeeze(1)
         return clip_to_support(point, self.calibration.get("support"))
 
@@ -253,9 +265,13 @@ class SgemModel:
             not self.is_classifier and not self.is_forecaster, "predict_quantiles", "regression"
         )
         x_model, cluster, _ = self._prepare(x)
-        out = self.outputs(x_model, cluster).double().numpy()[:, 0, :]
+        raw = self.outputs(x_model, cluster).double().numpy()
+        out = raw[:, 0, :]
         cal = self.interval_calibration if calibrated else None
-        qv = t_quantiles(out[:, 0], out[:, 1], out[:, 2], quantiles, cluster, cal)
+        if self.combination is not None:  # the mixture's quantiles (bisection of its CDF)
+            qv = self.combination.quantiles(raw, x_model, quantiles)
+        else:
+            qv = t_quantiles(out[:, 0], out[:, 1], out[:, 2], quantiles, cluster, cal)
         support = self.calibration.get("support") if calibrated else None
         return {q: clip_to_support(self._unscale_target(v), support) for q, v in qv.items()}
 
@@ -341,6 +357,8 @@ class SgemModel:
             crps_samples=crps_samples,
             seed=seed,
         )
+        if self.combination is not None:  # the saved combination's own scores
+            scores |= self.combination.scores(out.double().numpy(), x_model, np.asarray(y))
         target = info.get("target_standardisation")
         if target and not self.is_classifier:  # a table's regression: the target's units
             scores |= in_target_units(scores, out.double().numpy(), y, float(target["std"]))

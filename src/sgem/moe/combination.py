@@ -1,0 +1,211 @@
+"""A saved model that is a weighted combination: the cluster-gated MoE plus scikit-learn
+members, mixed as predictive distributions with weights fitted on validation.
+
+Why: on a table a logistic regression or gradient boosting can beat the searched MoE, and a
+user should get the better model (or a combination in which the MoE keeps its weight where
+it helps) instead of a worse one. The members are stored as plain arrays
+(`sgem.leaderboard.portable`: no pickle) in `members.safetensors`, their names, weights and
+states in model.json's info["combination"]; predicting mixes class probabilities, or
+Student-t / Normal densities whose quantiles are found by bisection of the mixture's CDF.
+Scores of a combination come from `scores`, one function for the run and `evaluate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy import stats
+
+from ..forecast import student_t_nll
+from ..train.losses import per_sample_nll
+from .portable import PortableModel
+
+MEMBERS_FILE = "members.safetensors"
+#: the df that stands for a Normal member (`sgem.leaderboard.members.NORMAL_DF`)
+NORMAL_DF = 1000.0
+
+
+@dataclass
+class Combination:
+    """`weights[0]` is the MoE's, `weights[1:]` the members' (same order)."""
+
+    weights: np.ndarray
+    names: list[str]
+    members: list[PortableModel]
+    scales: list[float]  # regression: each member's Normal scale in model units
+    loss: str
+    n_classes: int | None = None
+
+    # -- saving and loading ----------------------------------------------------------------
+    def state(self, member_states: list[dict], member_arrays: list[dict]) -> tuple[dict, dict]:
+        arrays = {f"m{i}.{k}": v for i, a in enumerate(member_arrays) for k, v in a.items()}
+        doc = {
+            "weights": [float(w) for w in self.weights],
+            "names": list(self.names),
+            "members": member_states,
+            "scales": [float(s) for s in self.scales],
+            "loss": self.loss,
+            "n_classes": self.n_classes,
+        }
+        return doc, arrays
+
+    @classmethod
+    def from_state(cls, doc: dict, arrays: dict[str, np.ndarray]) -> Combination:
+        """Rebuild from model.json's info["combination"] and the members' arrays; a state
+        that does not hold together raises ValueError naming what."""
+        try:
+            weights = np.asarray(doc["weights"], dtype=np.float64)
+            states, names = list(doc["members"]), list(doc["names"])
+            scales, loss = [float(s) for s in doc["scales"]], str(doc["loss"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the combination's description is malformed: {exc}") from exc
+        if len(weights) != len(states) + 1 or len(names) != len(states):
+            raise ValueError("the combination lists a different number of weights and members")
+        if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)) or not np.isclose(
+            weights.sum(), 1.0
+        ):
+            raise ValueError("the combination's weights must be >= 0 and sum to 1")
+        if loss not in ("cross_entropy", "student_t") or (
+            loss == "student_t" and len(scales) != len(states)
+        ):
+            raise ValueError("the combination's loss or member scales are malformed")
+        members = []
+        for i, state in enumerate(states):
+            own = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith(f"m{i}.")}
+            members.append(PortableModel.from_state(state, own))
+        return cls(weights, names, members, scales, loss, doc.get("n_classes"))
+
+    # -- predicting -------------------------------------------------------------------------
+    def member_outputs(self, x_model: np.ndarray) -> list[np.ndarray]:
+        """Each member's outputs in model units: log-probabilities (n, C), or Normal
+        parameters (n, 1, 3)."""
+        x = np.asarray(x_model, dtype=np.float64).reshape(len(x_model), -1)
+        out = []
+        for member, scale in zip(
+            self.members, self.scales or [1.0] * len(self.members), strict=True
+        ):
+            if self.loss == "cross_entropy":
+                proba = np.full((len(x), int(self.n_classes or 0)), 1e-12)
+                codes = np.asarray(member.classes, dtype=int)
+                proba[:, codes] = np.maximum(member.predict_proba(x), 1e-12)
+                out.append(np.log(proba / proba.sum(1, keepdims=True)))
+            else:
+                loc = member.predict(x)[:, None]
+                out.append(
+                    np.stack([loc, np.full_like(loc, scale), np.full_like(loc, NORMAL_DF)], -1)
+                )
+        return out
+
+    def proba(self, moe_logits: np.ndarray, x_model: np.ndarray) -> np.ndarray:
+        """Mixed class probabilities (n, C)."""
+        outs = [np.asarray(moe_logits, dtype=np.float64), *self.member_outputs(x_model)]
+        probs = [_softmax(o) for o in outs]
+        return sum(w * p for w, p in zip(self.weights, probs, strict=True))
+
+    def quantiles(self, moe_params: np.ndarray, x_model: np.ndarray, qs) -> dict[float, np.ndarray]:
+        """Quantiles (model units) of the mixture of Student-t / Normal members, (n,) each:
+        bisection of the mixture's CDF between the members' own extreme quantiles."""
+        outs = [np.asarray(moe_params, dtype=np.float64), *self.member_outputs(x_model)]
+        loc = np.stack([o[:, 0, 0] for o in outs])  # (members, n)
+        scale = np.stack([o[:, 0, 1] for o in outs])
+        df = np.stack([o[:, 0, 2] for o in outs])
+        w = self.weights[:, None]
+        result = {}
+        for q in qs:
+            own = loc + scale * stats.t.ppf(q, df)
+            lo, hi = own.min(0), own.max(0)
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                below = (w * stats.t.cdf((mid - loc) / scale, df)).sum(0) < q
+                lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+            result[float(q)] = 0.5 * (lo + hi)
+        return result
+
+    def scores(self, moe_out: np.ndarray, x_model: np.ndarray, y: np.ndarray) -> dict:
+        """Holdout scores of the combination: NLL of the mixture, and accuracy (classes) or
+        the RMSE of its median (regression), in model units."""
+        outs = [np.asarray(moe_out, dtype=np.float64), *self.member_outputs(x_model)]
+        nll = mixture_nll(outs, self.weights, y, self.loss)
+        if self.loss == "cross_entropy":
+            accuracy = float((self.proba(moe_out, x_model).argmax(1) == np.asarray(y)).mean())
+            return {"test_nll": nll, "test_accuracy": accuracy}
+        median = self.quantiles(moe_out, x_model, (0.5,))[0.5]
+        err = median - np.asarray(y, dtype=np.float64).reshape(len(median), -1)[:, 0]
+        return {"test_nll": nll, "test_rmse": float(np.sqrt(np.mean(err**2)))}
+
+
+def log_density(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """log p(y) per sample (classification) or per sample and step (Student-t)."""
+    t = torch.as_tensor(out, dtype=torch.float64)
+    if loss == "cross_entropy":
+        logp = torch.log_softmax(t, dim=1)
+        idx = torch.as_tensor(np.asarray(y), dtype=torch.long)[:, None]
+        return logp.gather(1, idx)[:, 0].numpy()
+    y_t = torch.as_tensor(np.asarray(y, dtype=np.float64)).reshape(t.shape[:-1])
+    return (-student_t_nll(t[..., 0], t[..., 1], t[..., 2], y_t)).numpy()
+
+
+def sample_nll(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """Per-sample NLL, (n,), as the search scores candidates."""
+    t = torch.as_tensor(out, dtype=torch.float64)
+    y_t = torch.as_tensor(np.asarray(y))
+    if loss == "student_t":
+        y_t = y_t.to(torch.float64).reshape(t.shape[:-1])
+    return per_sample_nll(t, y_t, loss).numpy()
+
+
+def mixture_nll(outs: list[np.ndarray], weights: np.ndarray, y: np.ndarray, loss: str) -> float:
+    """Mean NLL of the weighted mixture of the members' predictive distributions."""
+    logs = np.stack([log_density(o, y, loss) for o in outs])
+    w = np.asarray(weights, dtype=np.float64)
+    keep = w > 0
+    mixed = _logsumexp(logs[keep] + np.log(w[keep] / w.sum()).reshape(-1, *[1] * (logs.ndim - 1)))
+    per_sample = mixed if mixed.ndim == 1 else mixed.mean(axis=1)
+    return float(-per_sample.mean())
+
+
+def _logsumexp(a: np.ndarray) -> np.ndarray:
+    top = a.max(axis=0)
+    return top + np.log(np.exp(a - top).sum(axis=0))
+
+
+def load_combination(path, info: dict) -> Combination | None:
+    """The combination a model directory saved (None without one); its members' arrays are
+    checksummed like the weights, and a malformed state is refused naming the fix."""
+    doc = info.get("combination")
+    if not doc:
+        return None
+    from ..errors import SgemUserError
+    from .artifact import read_members
+
+    arrays = read_members(path)
+    if arrays is None:
+        raise SgemUserError(
+            f"{path}: model.json describes a combination but lists no {MEMBERS_FILE}; the "
+            "model directory is incomplete: copy it again or re-fit"
+        )
+    try:
+        return Combination.from_state(doc, arrays)
+    except ValueError as exc:
+        raise SgemUserError(
+            f"{path}: the saved combination is unusable ({exc}); re-fit or restore the model "
+            "directory"
+        ) from exc
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(1, keepdims=True)
+
+
+__all__ = [
+    "MEMBERS_FILE",
+    "Combination",
+    "load_combination",
+    "log_density",
+    "mixture_nll",
+    "sample_nll",
+]
