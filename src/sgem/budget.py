@@ -211,7 +211,8 @@ def plan_search(
     if calibration and rule_refits:  # one train-only network per expert, fixed length
         calibration_units = k * per_network
     if calibration:  # the leaderboard's global networks: train-only, then train + validation
-        calibration_units += 2 * min(k, 2) * per_network * data_ratio
+        every = retrain_units if retrain_units is not None else per_network * data_ratio
+        calibration_units += 2 * min(k, 2) * every
     units += calibration_units
     final_cost = units * t
     search_seconds = max(0.0, seconds - final_cost)

@@ -28,6 +28,7 @@ from ..moe.final_calibration import validation_outputs
 from ..moe.scoring import score_outputs
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
+from ..time_fence import fence_passed
 from ..train.trainer import Trainer
 from .board import greedy_ensemble, log_density, mixture_nll, rows, sample_nll
 from .members import Member, classical_members, global_network, sklearn_members
@@ -70,9 +71,13 @@ def compete(
         moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
     except ValueError as exc:  # no expert has both training and validation samples
         return Contest({"skipped": str(exc)}, final, None)
+    if fence_passed():  # its validation fits were cut short: comparing them would mislead
+        why = "the time budget ended during the MoE's validation fits; the searched MoE is saved"
+        return Contest({"skipped": why}, final, None)
     moe_test = _forward(final.moe, task.test, trainer)
     moe = Member("sgem MoE (searched)", "sgem", moe_val, moe_test)
-    globals_ = [global_network(task, trainer, c, seed, steps) for c in _cells(final, task)]
+    cells = _cells(final, task)
+    globals_ = [global_network(task, trainer, c, seed, steps, epochs) for c in cells]
     refs: list[Member] = []
     if isinstance(trainer.space, TabularSpace):
         refs = sklearn_members(task, seed)

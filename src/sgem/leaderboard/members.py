@@ -71,10 +71,21 @@ def _predict(trainer: Trainer, net: nn.Module, split: Split) -> np.ndarray:
 
 
 def global_network(
-    task: ClusteredTask, trainer: Trainer, cell: Arch, seed: int, steps: int
+    task: ClusteredTask,
+    trainer: Trainer,
+    cell: Arch,
+    seed: int,
+    steps: int,
+    epochs: float | None = None,
 ) -> Member:
-    """One network of `cell` on every cluster: `steps` on the training split (scored on
-    validation), then the same on train + validation (scored on the holdout, shipped)."""
+    """One network of `cell` on every cluster: `steps` (or `epochs` passes, as the final
+    experts train) on the training split, scored on validation; then the same on train +
+    validation, scored on the holdout (and shipped)."""
+    from ..moe.expert_fit import steps_for_epochs
+
+    def length(n: int) -> int:
+        return steps if epochs is None else steps_for_epochs(n, epochs, trainer.config.batch_size)
+
     start = time.perf_counter()
     name = f"global network ({cell.key})"
     if fence_passed():
@@ -84,11 +95,11 @@ def global_network(
     seed = job_seed(seed, cell, every)
     x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=dev)
     y_tr = torch.as_tensor(task.train.y, device=dev)
-    net = trainer.fit(cell, x_tr, y_tr, seed=seed, steps=steps)
+    net = trainer.fit(cell, x_tr, y_tr, seed=seed, steps=length(len(x_tr)))
     val = _predict(trainer, net, task.val)
     x_all = torch.cat([x_tr, torch.as_tensor(task.val.x, dtype=torch.float32, device=dev)])
     y_all = torch.cat([y_tr, torch.as_tensor(task.val.y, device=dev)])
-    net = trainer.fit(cell, x_all, y_all, seed=seed, steps=steps)
+    net = trainer.fit(cell, x_all, y_all, seed=seed, steps=length(len(x_all)))
     cut = fence_passed()
     return Member(
         name,
