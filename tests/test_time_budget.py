@@ -194,3 +194,63 @@ def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:
         model.predict(x),
         final.moe(torch.as_tensor(x), torch.as_tensor(task.test.cluster[:50])).argmax(1).numpy(),
     )
+
+
+def test_a_budgeted_fit_killed_and_resumed_continues_with_what_is_left(table, tmp_path) -> None:
+    """SIGKILL a budgeted `sgem fit` once its clock has recorded some seconds, resume it:
+    the resumed run starts its budget from the seconds already spent, and ends within
+    budget + 5 s in all."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+
+    import yaml
+
+    from sgem.pipeline import resume_experiment
+
+    out = tmp_path / "run"
+    budget = 40.0
+    config = tmp_path / "long.yaml"  # more iterations than the budget holds: it runs to the end
+    config.write_text(yaml.safe_dump({"search": {**TINY_SEARCH, "n_iterations": 500}}))
+    cmd = [
+        shutil.which("sgem") or "sgem",
+        "fit",
+        str(table),
+        "--target",
+        "label",
+        "--time-budget",
+        f"{budget:g}s",
+        "--out",
+        str(out),
+        "--executor",
+        "inline",
+        "--clusters",
+        "4",
+        "--quiet",
+        "--config",
+        str(config),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    clock = out / "budget_clock.json"
+    deadline = time.time() + 60
+    spent = 0.0
+    while time.time() < deadline and proc.poll() is None:
+        if clock.exists():
+            try:
+                spent = json.loads(clock.read_text())["spent_seconds"]
+            except (ValueError, KeyError):
+                spent = 0.0
+            if spent >= 8.0:
+                break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the fit ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    start = time.perf_counter()
+    result = resume_experiment(out, progress=False, executor="inline")
+    resumed = time.perf_counter() - start
+    before = result["clock"]["spent_before_resume_seconds"]
+    assert before >= 8.0
+    assert before + resumed <= budget + 5.0
+    assert sgem.load(out).predict(pd.DataFrame({"a": [1.0], "b": [2.0]})).shape == (1,)

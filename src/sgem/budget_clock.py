@@ -6,8 +6,9 @@ what is *left* of it, not start a fresh budget. The clock therefore keeps the se
 in the run directory (`budget_clock.json`, rewritten atomically every few seconds and at
 every stage change), so a fit killed at any moment loses at most that much of its account.
 
-Long stages used to be silent for minutes; while a stage runs, a heartbeat thread prints
-one line at least every `HEARTBEAT_SECONDS` (stage, elapsed, left of the budget).
+Long stages used to be silent for minutes; while a run goes, a heartbeat thread saves the
+clock every `HEARTBEAT_SECONDS` (so a kill loses at most that much of the account) and, with
+progress on, prints one line (stage, elapsed, left of the budget).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class BudgetClock:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        if heartbeat:
+        self._prints = heartbeat
+        if heartbeat or file is not None:
             self._thread = threading.Thread(target=self._beat, name="sgem-heartbeat", daemon=True)
             self._thread.start()
 
@@ -123,8 +125,9 @@ class BudgetClock:
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             self.save()
-            with contextlib.suppress(Exception):
-                _print_line(self.line())
+            if self._prints:
+                with contextlib.suppress(Exception):
+                    _print_line(self.line())
 
     def close(self) -> None:
         self._stop.set()
