@@ -400,7 +400,14 @@ def _stages(
     from .report import draw_run_figures  # matplotlib only once a run has finished
 
     with clock.timed("figures"):
-        draw_run_figures(rundir, task, found, seed, images=cfg.task["name"] == "images")
+        draw_run_figures(
+            rundir,
+            task,
+            found,
+            seed,
+            images=cfg.task["name"] == "images",
+            fallback=contest.report.get("fallback_clusters"),
+        )
     # where the time went (exclusive seconds per phase; sgem.timing): written last, so the
     # model and figures count too
     timing["reporting"] = time.perf_counter() - t0

@@ -29,11 +29,14 @@ def plot_routing_2d(
     path: str | Path,
     architectures: list[str] | None = None,
     title: str | None = None,
+    fallback: list[int] | None = None,
 ) -> Path:
     """Three panels as in the paper's toy figure: classes, clusters, clusters by expert.
 
     In the last panel, clusters whose expert disagrees with the oracle (after the best
-    relabelling) are circled in black.
+    relabelling) are circled in black, and clusters the saved model routes to the global
+    network instead of their expert (`fallback`, the leaderboard's selective routing) are
+    marked with a grey square.
     """
     x, y, c = task.train.x, task.train.y, task.train.cluster
     if x.shape[1] != 2:
@@ -62,6 +65,16 @@ def plot_routing_2d(
                     label="differs from oracle",
                 )
                 axes[2].legend(loc="lower left", fontsize=8)
+    if fallback and task.centroids is not None:
+        axes[2].scatter(
+            *task.centroids[np.asarray(fallback, dtype=int)].T,
+            s=160,
+            marker="s",
+            facecolors="none",
+            edgecolors="grey",
+            linewidths=1.2,
+            label="saved model: global network",
+        )
     for k in np.unique(assignment):
         label = f"expert {k}" + (f": {architectures[k]}" if architectures else "")
         axes[2].scatter([], [], c=EXPERT_COLOURS[k % len(EXPERT_COLOURS)], label=label)
@@ -139,10 +152,16 @@ def plot_convergence(trace: list[dict], path: str | Path, title: str | None = No
 
 
 def draw_run_figures(
-    rundir: RunDirectory, task: ClusteredTask, found: SearchResult, seed: int, images: bool
+    rundir: RunDirectory,
+    task: ClusteredTask,
+    found: SearchResult,
+    seed: int,
+    images: bool,
+    fallback: list[int] | None = None,
 ) -> None:
     """A finished run's figures in its directory: convergence.png, routing.png for a 2-D
-    task, cluster_representatives.png for an image task (never fails the run)."""
+    task (with `fallback`: the clusters the saved model sends to the global network),
+    cluster_representatives.png for an image task (never fails the run)."""
     if found.trace:  # a time budget may end the search before its first iteration
         _never_fail(
             rundir,
@@ -160,6 +179,7 @@ def draw_run_figures(
             rundir.file("routing.png"),
             architectures=[a.key for a in found.architectures],
             title=f"SGEM routing (seed {seed}, oracle match {found.oracle_match})",
+            fallback=fallback,
         )
     if images:
         from .report_images import plot_run_representatives
