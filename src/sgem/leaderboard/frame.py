@@ -49,6 +49,15 @@ def leaderboard_lines(report: dict | None) -> list[str]:
         lines.append(f"  {r['model']:{width}s}  {cells}{note}")
     shipped = report.get("shipped") or {}
     lines.append(f"  saved: {shipped.get('model', 'the searched MoE')}")
+    overall = (report.get("evidence") or {}).get("overall")
+    if overall:  # why: the paired validation verdict that set the burden of proof
+        lines.append(
+            f"  why: on validation the MoE gains {overall['nll_gain']:+.4f} NLL per sample over "
+            f"the best global network (se {overall['se']:.4f}), so a cluster's default is "
+            f"{'its expert' if overall['default'] == 'expert' else 'the global network'}"
+        )
+    if report.get("fallback_clusters"):
+        lines.append(f"  clusters sent to the global network: {report['fallback_clusters']}")
     if shipped.get("better_on_validation"):
         lines.append(
             "  better on validation, not saved (not a network): "
