@@ -22,7 +22,6 @@ METRICS = ("test_nll", "rel_wql", "test_crps", "test_accuracy", "learnable_gate_
 SKIP = {"machine", "config", "configs", "versions", "meta", "args", "uptime", "platform",
         "current_src"}  # fmt: skip
 RENAMED = {  # files some results were computed from, by the names they have now
-    "ts_main_offline-stop25": "ts_main_offline-seeds0-4",
     "ts_main_sgem-s5": "ts_main_offline-s56",
 }
 INDEX = RESULTS / "measurements.txt"  # file stem | how to read it | what was measured
