@@ -20,7 +20,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 METRICS = ("test_nll", "rel_wql", "test_crps", "test_accuracy", "learnable_gate_accuracy",
            "oracle_match", "n_trained", "seconds")  # fmt: skip
 SKIP = {"machine", "config", "configs", "versions", "meta", "args", "uptime", "platform",
-        "current_src"}  # fmt: skip
+        "current_src", "date", "commit"}  # fmt: skip
 RENAMED = {  # files some results were computed from, by the names they have now
     "ts_main_sgem-s5": "ts_main_offline-s56",
 }
