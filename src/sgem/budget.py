@@ -190,12 +190,12 @@ def plan_search(
     data_ratio: float = 1.0,
     retrain_units: float | None = None,
     references: bool = False,
-    calibration: bool = False,
+    after_final: bool = False,
 ) -> tuple[SearchConfig, dict]:
     """A cheaper `cfg` whose trainings fit `seconds`, and the plan's numbers: the final
     stage first (`plan_final`), then the search in the time it leaves. The plan holds
     `final_length` and `reduced` when the final stage had to be made cheaper.
-    `calibration`: the final stage also retrains each expert on the training split alone
+    `after_final`: the final stage also retrains each expert on the training split alone
     (`sgem.moe.final_calibration`; free when the final networks are kept unrefitted) and
     the leaderboard trains two global networks twice (`sgem.leaderboard`)."""
     full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
@@ -206,14 +206,14 @@ def plan_search(
     k = cfg.n_experts
     t = max(candidate_seconds, 1e-4)
     rule_refits = "norefit" not in length
-    calibration_units = 0.0
+    after_units = 0.0
     per_network = cfg.final_steps / cfg.train.steps
-    if calibration and rule_refits:  # one train-only network per expert, fixed length
-        calibration_units = k * per_network
-    if calibration:  # the leaderboard's global networks: train-only, then train + validation
+    if after_final and rule_refits:  # calibration: a train-only network per expert
+        after_units = k * per_network
+    if after_final:  # the leaderboard's global networks: train-only, then train + validation
         every = retrain_units if retrain_units is not None else per_network * data_ratio
-        calibration_units += 2 * min(k, 2) * every
-    units += calibration_units
+        after_units += 2 * min(k, 2) * every
+    units += after_units
     final_cost = units * t
     search_seconds = max(0.0, seconds - final_cost)
     affordable = 0.5 * search_seconds / t  # half the time for surrogate, routing, overhead
@@ -243,7 +243,7 @@ def plan_search(
         "budget_seconds": round(seconds, 1),
         "candidate_seconds": round(candidate_seconds, 4),
         "final_retrain_seconds_estimate": round(final_cost, 1),
-        "calibration_seconds_estimate": round(calibration_units * t, 1),
+        "after_final_seconds_estimate": round(after_units * t, 1),
         "affordable_trainings": int(affordable),
         **changes,
     }
@@ -341,7 +341,7 @@ def plan_run(
             data_ratio=n_fit / max(len(task.train), 1),
             retrain_units=retrain,
             references=isinstance(space, TabularSpace),  # `sgem.moe.reference` trains them
-            calibration=True,
+            after_final=True,
         )
         file.write_text(json.dumps(plan, indent=1))
     if plan.get("reduced"):

@@ -20,7 +20,7 @@ import numpy as np
 from .data.task import ClusteredTask
 from .metrics import partition_match
 from .moe.artifact import save_final_moe
-from .moe.cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
+from .moe.cluster_gated import ClusterGatedMoE, MoEReport, compact_assignment, train_final_moe
 from .moe.final_length import resolve_length
 from .search.champion import champion_cell
 from .search.config import SearchConfig
@@ -237,12 +237,9 @@ def drop_empty_experts(
     """The final model without experts that own no cluster (a routing may leave one empty):
     experts renumbered in order, their per-expert report entries with them. A model card
     that counted an expert nobody is routed to would describe a model that is not there."""
-    assignment = np.asarray(final.assignment)
-    kept = [k for k in range(len(final.architectures)) if (assignment == k).any()]
+    relabelled, kept = compact_assignment(np.asarray(final.assignment))
     if len(kept) == len(final.architectures):
         return found, final
-    new_index = {old: new for new, old in enumerate(kept)}
-    relabelled = np.asarray([new_index[int(a)] for a in assignment])
     archs = [final.architectures[k] for k in kept]
     moe = ClusterGatedMoE([final.moe.experts[k] for k in kept], relabelled, archs)
     report = final.report

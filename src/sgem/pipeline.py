@@ -303,7 +303,7 @@ def _stages(
             t_ref = time.perf_counter()
             final_cut = fence_passed()  # the budget's fence stopped final trainings
             found, final = drop_empty_experts(found, final)
-            references_skipped = fence_passed()  # no time left to train them
+            references_skipped = final_cut  # no time left to train them
             with shown(progress), clock.timed("references"):  # warm starts scored theirs
                 if not references_skipped:
                     add_references(

@@ -135,11 +135,8 @@ def shipped_metrics(result: dict, shipped, task: ClusteredTask, combination=None
     """The metrics the saved model carries (and `SgemModel.evaluate` reproduces): the
     searched MoE's (result.json's) unless the leaderboard saved another routing, and a
     saved combination's own holdout scores (`combination[3]`) over those."""
-    metrics = model_metrics(result)
-    if combination is not None:
-        metrics = _routing_metrics(metrics, result, shipped, task)
-        return metrics | combination[3]
-    return _routing_metrics(metrics, result, shipped, task)
+    metrics = _routing_metrics(model_metrics(result), result, shipped, task)
+    return metrics if combination is None else metrics | combination[3]
 
 
 def _routing_metrics(metrics: dict, result: dict, shipped, task: ClusteredTask) -> dict:

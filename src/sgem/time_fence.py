@@ -56,11 +56,6 @@ def fence_passed() -> bool:
     return _fence is not None and time.time() >= _fence
 
 
-def seconds_left() -> float | None:
-    """Seconds until the fence (negative once passed), or None without one."""
-    return None if _fence is None else _fence - time.time()
-
-
 @contextlib.contextmanager
 def training_fence(at: float | None) -> Iterator[None]:
     """`set_fence(at)` for a block, restoring the previous fence afterwards."""
@@ -72,4 +67,4 @@ def training_fence(at: float | None) -> Iterator[None]:
         set_fence(before)
 
 
-__all__ = ["ENV", "fence", "fence_passed", "seconds_left", "set_fence", "training_fence"]
+__all__ = ["ENV", "fence", "fence_passed", "set_fence", "training_fence"]

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask, Split
-from ..moe.combination import _logsumexp, log_density, mixture_nll, sample_nll
+from ..moe.combination import log_density, mixed_log_density, mixture_nll, sample_nll
 from ..moe.scoring import score_outputs
 from .members import Member
 
@@ -39,10 +39,7 @@ def greedy_ensemble(
         for j in range(len(outs)):
             trial = counts.copy()
             trial[j] += 1
-            keep = trial > 0
-            w = np.log(trial[keep] / trial.sum()).reshape(-1, *[1] * (logs.ndim - 1))
-            mixed = _logsumexp(logs[keep] + w)
-            nll = -float((mixed if mixed.ndim == 1 else mixed.mean(axis=1)).mean())
+            nll = -float(mixed_log_density(logs, trial).mean())
             if nll < best - 1e-12:
                 best, best_j = nll, j
         counts[best_j] += 1

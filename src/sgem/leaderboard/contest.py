@@ -23,8 +23,9 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask
-from ..moe.cluster_gated import ClusterGatedMoE
-from ..moe.final_calibration import validation_outputs
+from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
+from ..moe.combination import mixed_log_density
+from ..moe.final_calibration import split_outputs, validation_outputs
 from ..moe.scoring import score_outputs
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
@@ -74,7 +75,7 @@ def compete(
     if fence_passed():  # its validation fits were cut short: comparing them would mislead
         why = "the time budget ended during the MoE's validation fits; the searched MoE is saved"
         return Contest({"skipped": why}, final, None)
-    moe_test = _forward(final.moe, task.test, trainer)
+    moe_test = split_outputs(final.moe, task.test, trainer.device)
     moe = Member("sgem MoE (searched)", "sgem", moe_val, moe_test)
     cells = _cells(final, task)
     globals_ = [global_network(task, trainer, c, seed, steps, epochs) for c in cells]
@@ -88,16 +89,15 @@ def compete(
     shipped = final
     fallback: list[int] = []
     evidence: dict = {}
-    ship_val = moe_val
+    ship_val, ship_test = moe_val, moe_test
     if usable:
         best = min(usable, key=lambda g: _nll(_val(g)[has], task, has))
         fallback, evidence = selective_routing(task, final.assignment, moe_val, _val(best), has)
         if fallback:
-            shipped, ship_val = _with_fallback(
+            shipped, ship_val, ship_test = _with_fallback(
                 task, trainer, final, best, fallback, moe_val, seed, crps_samples
             )
     board = rows(task, members, has, seed, crps_samples)
-    ship_test = _forward(shipped.moe, task.test, trainer)
     shipped_member = Member("saved model (selective routing)", "sgem", ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
     combination, combined = combine(task, ship_val, ship_test, refs, has)
@@ -147,22 +147,16 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         return None, None
     used = [i for i in range(1, len(outs)) if weights[i] > 0]
     w = np.asarray([weights[0], *[weights[i] for i in used]])
-    mixed = _per_sample_log(outs[:1] + [outs[i] for i in used], w, y_val, task.loss)
-    alone = _per_sample_log(outs[:1], np.ones(1), y_val, task.loss)
-    gain = mixed - alone
+    logs = np.stack([log_density(outs[i], y_val, task.loss) for i in (0, *used)])
+    gain = mixed_log_density(logs, w) - mixed_log_density(logs[:1], np.ones(1))
     se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
     if not gain.mean() > MARGIN_SE * se:
         return None, None
     members = [ready[i - 1] for i in used]
     exported = [export(m.estimator) for m in members]
-    combination = Combination(
-        w, [m.name for m in members], [], [m.scale for m in members], task.loss, task.n_classes
+    combination, state, arrays = Combination.build(
+        w, [m.name for m in members], [m.scale for m in members], task, exported
     )
-    state, arrays = combination.state([e[0] for e in exported], [e[1] for e in exported])
-    state["weights_by_name"] = {"MoE": float(w[0])} | {
-        m.name: float(x) for m, x in zip(members, w[1:], strict=True)
-    }
-    combination = Combination.from_state(state, arrays)  # what loading will rebuild
     x_test = task.test.x.reshape(len(task.test.x), -1)
     holdout = combination.scores(ship_test, x_test, np.asarray(task.test.y))
     x_val = task.val.x[has].reshape(int(has.sum()), -1)
@@ -176,17 +170,6 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         "note": f"weights fit on validation; paired gain {gain.mean():.4f} (se {se:.4f})",
     }
     return (combination, state, arrays, holdout), row
-
-
-def _per_sample_log(outs, weights, y, loss) -> np.ndarray:
-    """Per-sample log density of the weighted mixture (mean over steps for forecasts)."""
-    weights = np.asarray(weights, dtype=np.float64)
-    keep = weights > 0
-    logs = np.stack([log_density(o, y, loss) for o, k in zip(outs, keep, strict=True) if k])
-    w = np.log(weights[keep] / weights.sum()).reshape(-1, *[1] * (logs.ndim - 1))
-    top = (logs + w).max(0)
-    mixed = top + np.log(np.exp(logs + w - top).sum(0))
-    return mixed if mixed.ndim == 1 else mixed.mean(axis=1)
 
 
 def _cells(final, task: ClusteredTask) -> list:
@@ -256,30 +239,27 @@ def _with_fallback(
     task, trainer, final, best: Member, fallback: list[int], moe_val, seed: int, crps_samples: int
 ):
     """The `MethodResult` whose clusters in `fallback` go to `best`'s network (a new last
-    expert), experts left without a cluster dropped; and its validation outputs."""
-    old = np.asarray(final.assignment)
-    k_global = len(final.architectures)
-    assignment = old.copy()
-    assignment[fallback] = k_global
-    kept = sorted(set(assignment.tolist()))
-    index = {k: i for i, k in enumerate(kept)}
+    expert), experts left without a cluster dropped; its validation and holdout outputs."""
+    assignment = np.asarray(final.assignment).copy()
+    assignment[fallback] = len(final.architectures)
+    relabelled, kept = compact_assignment(assignment)
     experts = [*final.moe.experts, best.network]
     archs = [*final.architectures, best.cell]
-    relabelled = np.asarray([index[int(a)] for a in assignment])
     moe = ClusterGatedMoE([experts[k] for k in kept], relabelled, [archs[k] for k in kept])
     to_global = np.isin(task.val.cluster, fallback)
     val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), best.val, moe_val)
-    report = _rescored(task, trainer, final.report, moe, relabelled, kept, seed, crps_samples)
+    test = split_outputs(moe, task.test, trainer.device)
+    report = _rescored(task, final.report, test, relabelled, kept, seed, crps_samples)
     shipped = replace(
         final, assignment=relabelled, architectures=[archs[k] for k in kept], moe=moe, report=report
     )
-    return shipped, val
+    return shipped, val, test
 
 
-def _rescored(task, trainer, report, moe, assignment, kept, seed: int, crps_samples: int):
+def _rescored(task, report, test_out, assignment, kept, seed: int, crps_samples: int):
     """The final report with the shipped model's holdout scores (float32 outputs, the run's
     CRPS samples and seed: as `SgemModel.evaluate` scores) and per-expert lists."""
-    out = torch.as_tensor(_forward(moe, task.test, trainer)).float()
+    out = torch.as_tensor(test_out).float()
     expert_of = np.asarray(assignment)[task.test.cluster]
     s = score_outputs(
         out,
@@ -308,13 +288,6 @@ def _rescored(task, trainer, report, moe, assignment, kept, seed: int, crps_samp
         steps=per_expert(report.steps),
         final_length=per_expert(report.final_length) if report.final_length else None,
     )
-
-
-@torch.no_grad()
-def _forward(moe, split, trainer: Trainer) -> np.ndarray:
-    x = torch.as_tensor(split.x, dtype=torch.float32, device=trainer.device)
-    cluster = torch.as_tensor(split.cluster, device=trainer.device)
-    return moe.eval()(x, cluster).double().cpu().numpy()
 
 
 def _ensemble(task: ClusteredTask, members: list[Member], has: np.ndarray) -> dict:

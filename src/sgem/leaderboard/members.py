@@ -28,6 +28,7 @@ from torch import nn
 
 from ..data.task import ClusteredTask, Split
 from ..jobs import job_seed
+from ..moe.expert_fit import steps_for_epochs, train_val_tensors
 from ..space.arch import Arch
 from ..time_fence import fence_passed
 from ..train.trainer import Trainer
@@ -81,7 +82,6 @@ def global_network(
     """One network of `cell` on every cluster: `steps` (or `epochs` passes, as the final
     experts train) on the training split, scored on validation; then the same on train +
     validation, scored on the holdout (and shipped)."""
-    from ..moe.expert_fit import steps_for_epochs
 
     def length(n: int) -> int:
         return steps if epochs is None else steps_for_epochs(n, epochs, trainer.config.batch_size)
@@ -97,8 +97,7 @@ def global_network(
     y_tr = torch.as_tensor(task.train.y, device=dev)
     net = trainer.fit(cell, x_tr, y_tr, seed=seed, steps=length(len(x_tr)))
     val = _predict(trainer, net, task.val)
-    x_all = torch.cat([x_tr, torch.as_tensor(task.val.x, dtype=torch.float32, device=dev)])
-    y_all = torch.cat([y_tr, torch.as_tensor(task.val.y, device=dev)])
+    x_all, y_all = train_val_tensors(task, dev)
     net = trainer.fit(cell, x_all, y_all, seed=seed, steps=length(len(x_all)))
     cut = fence_passed()
     return Member(

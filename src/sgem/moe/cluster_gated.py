@@ -58,6 +58,14 @@ class ClusterGatedMoE(nn.Module):
         return out
 
 
+def compact_assignment(assignment: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """The cluster -> expert table renumbered over the experts that own a cluster, in order,
+    and those experts' old indices (what a saved model keeps)."""
+    kept = sorted(set(np.asarray(assignment).tolist()))
+    index = {k: i for i, k in enumerate(kept)}
+    return np.asarray([index[int(a)] for a in assignment]), kept
+
+
 @dataclass
 class MoEReport:
     """Test scores of the final model. CRPS fields are set for "student_t" tasks only.

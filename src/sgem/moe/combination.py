@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy import stats
+from scipy.special import logsumexp
 
 from ..forecast import student_t_nll
 from ..train.losses import per_sample_nll
@@ -39,17 +40,24 @@ class Combination:
     n_classes: int | None = None
 
     # -- saving and loading ----------------------------------------------------------------
-    def state(self, member_states: list[dict], member_arrays: list[dict]) -> tuple[dict, dict]:
-        arrays = {f"m{i}.{k}": v for i, a in enumerate(member_arrays) for k, v in a.items()}
-        doc = {
-            "weights": [float(w) for w in self.weights],
-            "names": list(self.names),
-            "members": member_states,
-            "scales": [float(s) for s in self.scales],
-            "loss": self.loss,
-            "n_classes": self.n_classes,
+    @classmethod
+    def build(
+        cls, weights: np.ndarray, names: list[str], scales: list[float], task, exported: list
+    ) -> tuple[Combination, dict, dict[str, np.ndarray]]:
+        """(the combination as loading will rebuild it, model.json's state, the members'
+        arrays) from the weights (the MoE's first) and the members' `portable.export`s."""
+        arrays = {f"m{i}.{k}": v for i, (_, a) in enumerate(exported) for k, v in a.items()}
+        state = {
+            "weights": [float(w) for w in weights],
+            "names": list(names),
+            "members": [s for s, _ in exported],
+            "scales": [float(s) for s in scales],
+            "loss": task.loss,
+            "n_classes": task.n_classes,
+            "weights_by_name": {"MoE": float(weights[0])}
+            | {n: float(w) for n, w in zip(names, weights[1:], strict=True)},
         }
-        return doc, arrays
+        return cls.from_state(state, arrays), state, arrays
 
     @classmethod
     def from_state(cls, doc: dict, arrays: dict[str, np.ndarray]) -> Combination:
@@ -156,19 +164,20 @@ def sample_nll(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
     return per_sample_nll(t, y_t, loss).numpy()
 
 
+def mixed_log_density(logs: np.ndarray, weights) -> np.ndarray:
+    """Per-sample log density of the weighted mixture, from the members' stacked log
+    densities (members, n[, steps]); forecasts: the mean over steps."""
+    w = np.asarray(weights, dtype=np.float64)
+    keep = w > 0
+    shift = np.log(w[keep] / w.sum()).reshape(-1, *[1] * (logs.ndim - 1))
+    mixed = logsumexp(logs[keep] + shift, axis=0)
+    return mixed if mixed.ndim == 1 else mixed.mean(axis=1)
+
+
 def mixture_nll(outs: list[np.ndarray], weights: np.ndarray, y: np.ndarray, loss: str) -> float:
     """Mean NLL of the weighted mixture of the members' predictive distributions."""
     logs = np.stack([log_density(o, y, loss) for o in outs])
-    w = np.asarray(weights, dtype=np.float64)
-    keep = w > 0
-    mixed = _logsumexp(logs[keep] + np.log(w[keep] / w.sum()).reshape(-1, *[1] * (logs.ndim - 1)))
-    per_sample = mixed if mixed.ndim == 1 else mixed.mean(axis=1)
-    return float(-per_sample.mean())
-
-
-def _logsumexp(a: np.ndarray) -> np.ndarray:
-    top = a.max(axis=0)
-    return top + np.log(np.exp(a - top).sum(axis=0))
+    return float(-mixed_log_density(logs, weights).mean())
 
 
 def load_combination(path, info: dict) -> Combination | None:
@@ -206,6 +215,7 @@ __all__ = [
     "Combination",
     "load_combination",
     "log_density",
+    "mixed_log_density",
     "mixture_nll",
     "sample_nll",
 ]

@@ -76,7 +76,7 @@ def validation_outputs(
     samples has none). See the module docstring for where they come from."""
     rule = resolve_length(length)
     if rule is not None and not rule.refit:  # the final networks never saw validation
-        return _outputs(final.moe, task.val, trainer.device), np.ones(len(task.val), bool)
+        return split_outputs(final.moe, task.val, trainer.device), np.ones(len(task.val), bool)
     report, assignment = final.report, np.asarray(final.assignment)
     dev = trainer.device
     x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=dev)
@@ -129,7 +129,8 @@ def _global_state(task, trainer, final, arch, seed, x_tr, y_tr) -> dict:
 
 
 @torch.no_grad()
-def _outputs(moe, split: Split, device) -> np.ndarray:
+def split_outputs(moe, split: Split, device) -> np.ndarray:
+    """A cluster-gated MoE's outputs on a split (its clusters known), float64."""
     x = torch.as_tensor(split.x, dtype=torch.float32, device=device)
     out = moe.eval()(x, torch.as_tensor(split.cluster, device=device))
     return out.double().cpu().numpy()
@@ -158,7 +159,7 @@ def calibrate_final(
     its out-of-sample validation outputs and which samples have one, when already made
     (the leaderboard makes them); else they are made here."""
     start = time.perf_counter()
-    test_out = _outputs(final.moe, task.test, trainer.device)
+    test_out = split_outputs(final.moe, task.test, trainer.device)
     units = target_units(task, final, test_out)
     if fence_passed():  # a time budget's end: no time to train, the model stays raw
         why = "the time budget ended before it (no training time left)"
@@ -194,7 +195,7 @@ def target_units(task: ClusteredTask, final, test_out: np.ndarray | None = None)
     if not target or task.loss != "student_t":
         return {}
     if test_out is None:
-        test_out = _outputs(final.moe, task.test, next(final.moe.parameters()).device)
+        test_out = split_outputs(final.moe, task.test, next(final.moe.parameters()).device)
     std = float(target["std"])
     units = in_target_units(final.report.to_json(), test_out, task.test.y, std)
     return units | _references_in_units(final.report.global_networks_test, std)
@@ -322,5 +323,6 @@ __all__ = [
     "calibrate_final",
     "card_lines",
     "holdout_label",
+    "split_outputs",
     "validation_outputs",
 ]
