@@ -19,19 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SgemUserError
-
-#: the values of the `missing` setting (`sgem fit --missing`)
-MISSING_POLICIES = ("impute", "error")
-
-
-def check_missing_policy(missing: str) -> str:
-    """`missing` if it is a known policy, else a `SgemUserError` naming the choices."""
-    if missing not in MISSING_POLICIES:
-        raise SgemUserError(
-            f"missing={missing!r} is not a policy for missing values; use --missing impute "
-            "(fill gaps, the default) or --missing error (refuse series with gaps)"
-        )
-    return missing
+from .table_missing import check_policy  # the one `missing` setting of every kind
 
 
 def fill_gaps(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +92,7 @@ def refuse_gaps(series: Mapping[str, np.ndarray]) -> None:
 
 def fill_series(series: Mapping[str, np.ndarray], missing: str = "impute") -> FilledSeries:
     """Fill every series' gaps (`fill_gaps`), or refuse them with `missing="error"`."""
-    if check_missing_policy(missing) == "error":
+    if check_policy(missing) == "error":
         refuse_gaps(series)
     out = FilledSeries()
     for name, raw in series.items():
@@ -120,9 +108,7 @@ def fill_series(series: Mapping[str, np.ndarray], missing: str = "impute") -> Fi
 
 
 __all__ = [
-    "MISSING_POLICIES",
     "FilledSeries",
-    "check_missing_policy",
     "fill_gaps",
     "fill_series",
     "pad_left",

@@ -34,8 +34,9 @@ def check_policy(missing: Any) -> str:
     """`missing` itself, or a `SgemUserError` naming the two policies."""
     if missing not in MISSING_POLICIES:
         raise SgemUserError(
-            f"missing={missing!r}: expected 'impute' (fill missing feature values with what "
-            "fit learned) or 'error' (refuse them); CLI: --missing impute|error"
+            f"missing={missing!r}: expected 'impute' (fill missing values: table features "
+            "with what fit learned, series gaps by interpolation) or 'error' (refuse them); "
+            "CLI: --missing impute|error"
         )
     return str(missing)
 
