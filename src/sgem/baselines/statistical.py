@@ -10,7 +10,7 @@ large df) that is scored by the same code as every other method: NLL, CRPS, MASE
 A local model can diverge on a short or odd window (AutoETS on hourly air-quality windows
 has): a forecast that is not finite, or whose spread or level is absurd for its context, is
 replaced by the seasonal-naive forecast of that window, and the count is reported
-(`fallback_windows`). Needs the `bench` extra: `pip install -e ".[bench]"`.
+(`fallback_windows`). statsforecast is a core dependency.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class StatsForecastReference:
             import statsforecast  # noqa: F401
         except ImportError as exc:
             raise ImportError(
-                f"the {self.name} reference needs statsforecast: pip install -e '.[bench]'"
+                f"the {self.name} reference needs statsforecast: pip install statsforecast"
             ) from exc
         start = time.perf_counter()
         x = task.test.x.reshape(len(task.test), -1).astype(np.float64)

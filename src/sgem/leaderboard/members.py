@@ -216,7 +216,7 @@ def classical_members(task: ClusteredTask) -> list[Member]:
         import statsforecast  # noqa: F401
     except ImportError:
         for name in ("AutoETS", "AutoTheta"):
-            note = "not installed: pip install 'sgem[bench]' (statsforecast)"
+            note = "not installed: pip install statsforecast"
             members.append(Member(name, "classical", None, None, note=note))
         return members
     from ..baselines.statistical import AutoETSReference, AutoThetaReference
