@@ -116,6 +116,20 @@ def _parser() -> argparse.ArgumentParser:
         default="0.1,0.5,0.9",
         help="forecast quantiles, comma-separated (default 0.1,0.5,0.9)",
     )
+    explain = sub.add_parser(
+        "explain",
+        help="why each row or series went to its expert: cluster, distances to the centroids, "
+        "the expert's validation NLL beside the fallback's, permutation importance (tables)",
+    )
+    explain.add_argument("model", help="a run directory (its model/) or a model directory")
+    explain.add_argument("input", help="what `sgem predict` reads for this model")
+    explain.add_argument("--out", default=None, help="also write every row as CSV (or .parquet)")
+    explain.add_argument("--rows", type=int, default=20, help="rows to print (default 20)")
+    explain.add_argument(
+        "--importance",
+        action="store_true",
+        help="tables: permutation importance per expert (needs the target column, or NPZ 'y')",
+    )
     show = sub.add_parser("show", help="print the model card and draw each expert's cell")
     show.add_argument("model", help="a run directory or a model directory")
     show.add_argument(
@@ -261,6 +275,29 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .explain import explain_lines, targets_in
+    from .moe.model import load
+    from .predict_io import read_input, write_table
+
+    model = load(args.model)
+    x, ids = read_input(model, args.input)
+    frame = model.explain(x, ids=ids)
+    importance = None
+    if args.importance:
+        importance = model.explain_importance(x, targets_in(model, x, args.input))
+    print("\n".join(explain_lines(model, frame, importance, rows=max(args.rows, 0))))
+    if args.out:
+        print(f"wrote {len(frame)} rows to {write_table(frame, args.out)}")
+        if importance is not None:
+            out = Path(args.out)
+            path = write_table(importance, out.with_name(f"{out.stem}.importance{out.suffix}"))
+            print(f"wrote the importance table to {path}")
+    return 0
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     from .leaderboard import leaderboard_lines
     from .moe.model import load
@@ -347,6 +384,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "predict": _predict,
     "show": _show,
     "leaderboard": _leaderboard,
+    "explain": _explain,
     "plot": _plot,
     "ops": _ops,
     "download": _download,

@@ -85,7 +85,17 @@ def _forecast_frame(
     skipped)."""
     from .data.files_series import future_times
 
-    pre = model.preprocessor
+    assert isinstance(model.preprocessor, ForecastPreprocessor)
+    names = forecastable(model.preprocessor, series)
+    fc = model.forecast([series[n] for n in names], quantiles=quantiles)
+    times = None if data is None else future_times(data, names, fc.loc.shape[1])
+    return fc.to_frame(ids=names, ds=times)
+
+
+def forecastable(pre: ForecastPreprocessor, series: dict[str, np.ndarray]) -> list[str]:
+    """The names of the series a forecaster can take, a note printed for those it cannot
+    (no value; shorter than the context where the model does not pad) and for the filled or
+    padded ones; refused when none is left."""
     context = pre.context
     empty = [n for n in series if not np.isfinite(series[n]).any()]
     names = [n for n in series if n not in set(empty)]
@@ -113,28 +123,42 @@ def _forecast_frame(
         notes.append(f"filled the gaps of {gaps} series")
     for note in notes:
         print(f"note: {note}")
-    fc = model.forecast([series[n] for n in names], quantiles=quantiles)
-    times = None if data is None else future_times(data, names, fc.loc.shape[1])
-    return fc.to_frame(ids=names, ds=times)
+    return names
+
+
+def _series_file(path: Path) -> Any:
+    from .data.files import read_long_series
+
+    if path.suffix.lower() not in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".tsf", ".zip"):
+        raise SgemUserError(
+            f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
+            f"file, not {path.name}"
+        )
+    return read_long_series(path)
 
 
 def predict_file(
     model: SgemModel, path: str | os.PathLike, quantiles=(0.1, 0.5, 0.9)
 ) -> pd.DataFrame:
     """Read `path` as the model's kind of input and return the predictions table."""
+    if isinstance(model.preprocessor, ForecastPreprocessor):
+        data = _series_file(_exists(path))
+        return _forecast_frame(model, data.series, data, quantiles)
+    x, ids = read_input(model, path)
+    return predict_table(model, x, ids)
+
+
+def read_input(model: SgemModel, path: str | os.PathLike) -> tuple[Any, list | None]:
+    """`path` read as the model's kind of input, as `sgem predict` reads it (`sgem explain`
+    shares it): (input, an id per sample). Series: the forecastable ones and their names;
+    images: the pixels and file names (or positions); tables: the rows, ids None."""
     path = _exists(path)
     pre = model.preprocessor
     suffix = path.suffix.lower()
     if isinstance(pre, ForecastPreprocessor):
-        from .data.files import read_long_series
-
-        if suffix not in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".tsf", ".zip"):
-            raise SgemUserError(
-                f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
-                f"file, not {path.name}"
-            )
-        data = read_long_series(path)
-        return _forecast_frame(model, data.series, data, quantiles)
+        series = _series_file(path).series
+        names = forecastable(pre, series)
+        return [series[n] for n in names], names
     if isinstance(pre, ImagePreprocessor):
         if suffix == ".npz":
             x = _npz_x(path)
@@ -146,14 +170,14 @@ def predict_file(
             log.info("read %d images from %s at %dx%d", len(x), path, pre.height, pre.width)
             if pre.channels == 1:
                 x = x.mean(axis=-1, keepdims=True).round().astype(np.uint8)
-        return predict_table(model, x, ids)
+        return x, ids
     if suffix == ".npz":
-        return predict_table(model, _npz_x(path))
+        return _npz_x(path), None
     if suffix not in TABLE_SUFFIXES:
         raise SgemUserError(
             f"a tabular model reads CSV, Parquet or NPZ (array 'x'), not {path.name}"
         )
-    return predict_table(model, _table_frame(path))
+    return _table_frame(path), None
 
 
 def write_table(frame: pd.DataFrame, out: str | os.PathLike) -> Path:
@@ -170,4 +194,4 @@ def write_table(frame: pd.DataFrame, out: str | os.PathLike) -> Path:
     return out
 
 
-__all__ = ["predict_file", "predict_table", "write_table"]
+__all__ = ["forecastable", "predict_file", "predict_table", "read_input", "write_table"]

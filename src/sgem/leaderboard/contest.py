@@ -112,6 +112,7 @@ def compete(
         "where the MoE is clearly better, a cluster leaves it only where the network is",
         "rows": board,
         "fallback_clusters": fallback,
+        "per_cluster": per_cluster_validation(task, moe_val, _val(best) if usable else None, has),
         "evidence": evidence,
         "ensemble": _ensemble(task, members, has),
         "seconds": round(time.perf_counter() - start, 3),
@@ -121,6 +122,26 @@ def compete(
         names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
         report["shipped"]["model"] = f"a combination ({names}) of {report['shipped']['model']}"
     return Contest(report, shipped, (ship_val, has), combination)
+
+
+def per_cluster_validation(
+    task: ClusteredTask, moe_val: np.ndarray, fallback_val: np.ndarray | None, has: np.ndarray
+) -> dict[str, dict]:
+    """Each cluster's mean validation NLL of its searched expert and of the fallback (the
+    best global network; absent without one), on the validation samples with out-of-sample
+    outputs: what `sgem explain` shows beside each routed sample. Reported only; the
+    routing decision is `selective_routing`'s."""
+    y, cluster = task.val.y[has], task.val.cluster[has]
+    nll = {"expert_nll": sample_nll(moe_val[has], y, task.loss)}
+    if fallback_val is not None:
+        nll["fallback_nll"] = sample_nll(fallback_val[has], y, task.loss)
+    out: dict[str, dict] = {}
+    for c in range(task.n_clusters):
+        sel = cluster == c
+        out[str(c)] = {"n": int(sel.sum())} | {
+            k: round(float(v[sel].mean()), 5) for k, v in nll.items() if sel.any()
+        }
+    return out
 
 
 def _val(member: Member) -> np.ndarray:
@@ -334,4 +355,4 @@ def _shipped_summary(row: dict, board: list[dict], fallback: list[int], task) ->
     }
 
 
-__all__ = ["GLOBAL_CELLS", "Contest", "compete", "selective_routing"]
+__all__ = ["GLOBAL_CELLS", "Contest", "compete", "per_cluster_validation", "selective_routing"]
