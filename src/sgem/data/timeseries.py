@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import SgemUserError
+from ..forecast import seasonality
 from ..random_streams import Stream, stream_rng
 from .clustering import assign_to_centroids, cluster_splits
 from .task import ClusteredTask, Split
@@ -36,6 +38,7 @@ from .ts_domains import (
     OFFLINE_TIMESERIES_DIR,
     load_domains,
 )
+from .ts_end_split import end_split_windows
 from .ts_windows import (
     ACF_LAGS,
     DESCRIPTOR_NAMES,
@@ -140,6 +143,7 @@ def make_timeseries_task(
     observed: Mapping[str, Sequence[np.ndarray]] | None = None,
     every_series: bool = False,
     fix: str = "use more windows (n_windows), fewer clusters, or a larger validation fraction",
+    end_split: bool = True,
 ) -> ClusteredTask:
     """The multi-domain forecasting `ClusteredTask` (loss "student_t").
 
@@ -176,6 +180,11 @@ def make_timeseries_task(
     there are at least as many windows as series. `fix` is the remedy named when too few
     clusters are left after merging.
 
+    With `every_series` (and `end_split`, the default) validation and holdout windows are
+    the last windows of the series (`sgem.data.ts_end_split`), never overlapping a training
+    target; where that leaves a cluster without validation windows, or too few series have
+    room, the split is random as below. `meta["split"]` says which.
+
     Caveat: windows are split at random, so a test window may overlap a training window
     cut from the same series (they are sampled independently).
     """
@@ -185,32 +194,68 @@ def make_timeseries_task(
         domains = load_domains(domains, names=names, offline=offline)
     elif names is not None:
         domains = {n: domains[n] for n in names}
-    win = make_windows(
-        domains,
-        context,
-        horizon,
-        n_windows,
-        seed,
-        floor_fraction=floor_fraction,
-        observed=observed,
-        every_series=every_series,
-    )
-    idx = dict(zip(("train", "val", "test"), _split_indices(win.source, split, seed), strict=True))
-    if every_series:
-        idx = _every_series_in_train(idx, win)
+    ended = None
+    if every_series and end_split:  # a user's series: validation and holdout at their ends
+        ended = end_split_windows(
+            domains,
+            context,
+            horizon,
+            n_windows,
+            seed,
+            split,
+            floor_fraction=floor_fraction,
+            observed=observed,
+        )
+    if ended is not None:
+        win, idx = ended
+    else:
+        win = make_windows(
+            domains,
+            context,
+            horizon,
+            n_windows,
+            seed,
+            floor_fraction=floor_fraction,
+            observed=observed,
+            every_series=every_series,
+        )
+        split_idx = _split_indices(win.source, split, seed)
+        idx = dict(zip(("train", "val", "test"), split_idx, strict=True))
+        if every_series:
+            idx = _every_series_in_train(idx, win)
     parts = {s: win.subset(i) for s, i in idx.items()}
 
     desc = {s: clustering_features(w.context) for s, w in parts.items()}
     d_mean, d_std = _standardise(desc["train"])
     z = {s: (d - d_mean) / d_std for s, d in desc.items()}
-    clustered = cluster_splits(
-        z,
-        n_clusters,
-        seed,
-        source={s: w.source for s, w in parts.items()},
-        what="windows",
-        fix=fix,
-    )
+    try:
+        clustered = cluster_splits(
+            z,
+            n_clusters,
+            seed,
+            source={s: w.source for s, w in parts.items()},
+            what="windows",
+            fix=fix,
+        )
+    except SgemUserError:
+        if ended is None:
+            raise
+        # the series' ends leave clusters without validation windows: split at random
+        return make_timeseries_task(
+            domains,
+            n_windows=n_windows,
+            n_clusters=n_clusters,
+            context=context,
+            horizon=horizon,
+            split=split,
+            seed=seed,
+            name=name,
+            floor_fraction=floor_fraction,
+            observed=observed,
+            every_series=every_series,
+            fix=fix,
+            end_split=False,
+        )
     ids, centroids, merged, m = (
         clustered.ids,
         clustered.centroids,
@@ -241,6 +286,12 @@ def make_timeseries_task(
         "min_scale": 1e-8,  # make_windows' default, the rule a saved model reapplies
         "n_clusters_requested": n_clusters,
         "merged_clusters": merged,
+        # where validation and holdout windows were cut (`sgem.data.ts_end_split`)
+        "split": "series ends" if ended is not None else "random",
+        # each domain's file frequency and its MASE period (`sgem.forecast.seasonality`, 1
+        # where unknown): the data sets the period every scorer of the task uses
+        "frequencies": [getattr(d, "frequency", None) for d in domains.values()],
+        "seasonality": [seasonality(getattr(d, "frequency", None)) for d in domains.values()],
     }
     return ClusteredTask(
         name=name,

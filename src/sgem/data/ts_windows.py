@@ -222,7 +222,7 @@ def make_windows(
     if per_domain < 1:
         raise ValueError(f"n_windows={n_windows} is fewer than one window per domain")
     width = context + horizon
-    windows, sources, series_ids, starts, levels, filled = [], [], [], [], [], []
+    cuts: list[tuple[int, int, np.ndarray]] = []
     for d, name in enumerate(names):
         series = _series_of(domains[name])
         masks = None if observed is None else [np.asarray(m, bool) for m in observed[name]]
@@ -241,16 +241,41 @@ def make_windows(
         which = np.searchsorted(np.cumsum(counts), pick, side="right")
         offsets = pick - (np.cumsum(counts) - counts)[which]
         for j in np.unique(which):
-            at = valid[j][offsets[which == j]]
-            windows.append(sliding_window_view(series[j], width)[at])
-            levels.append(
-                _history_level(series[j], at + context, None if masks is None else masks[j])
+            cuts.append((d, j, valid[j][offsets[which == j]]))
+    return cut_windows(domains, cuts, context, horizon, min_scale, floor_fraction, observed)
+
+
+def cut_windows(
+    domains: Domains,
+    cuts: Sequence[tuple[int, int, np.ndarray]],
+    context: int,
+    horizon: int,
+    min_scale: float = 1e-8,
+    floor_fraction: float = 0.2,
+    observed: Mapping[str, Sequence[np.ndarray]] | None = None,
+) -> Windows:
+    """The scaled `Windows` at the given (domain id, series, starts) cuts, in that order
+    (the scaling rule of `make_windows`)."""
+    names = tuple(domains)
+    width = context + horizon
+    windows, sources, series_ids, starts, levels, filled = [], [], [], [], [], []
+    cache: dict[int, tuple[list[np.ndarray], list[np.ndarray] | None]] = {}
+    for d, j, at in cuts:
+        if d not in cache:
+            masks = None if observed is None else observed[names[d]]
+            cache[d] = (
+                _series_of(domains[names[d]]),
+                None if masks is None else [np.asarray(m, bool) for m in masks],
             )
-            if masks is not None:
-                filled.append((~sliding_window_view(masks[j], context)[at]).sum(axis=1))
-            series_ids.append(np.full(len(at), j, dtype=np.int64))
-            starts.append(at)
-        sources.append(np.full(per_domain, d, dtype=np.int64))
+        series, masks = cache[d]
+        at = np.asarray(at, dtype=np.int64)
+        windows.append(sliding_window_view(series[j], width)[at])
+        levels.append(_history_level(series[j], at + context, None if masks is None else masks[j]))
+        if masks is not None:
+            filled.append((~sliding_window_view(masks[j], context)[at]).sum(axis=1))
+        series_ids.append(np.full(len(at), j, dtype=np.int64))
+        sources.append(np.full(len(at), d, dtype=np.int64))
+        starts.append(at)
     raw = np.concatenate(windows)
     context_level = np.abs(raw[:, :context]).mean(axis=1)
     scale = np.maximum(context_level, floor_fraction * np.concatenate(levels))

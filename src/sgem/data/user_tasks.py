@@ -98,6 +98,7 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     `cfg["missing"] = "error"` refuses gaps instead); a window whose target holds a filled
     value is never cut, and every series with a window has one in the training split.
     `task.meta["series_report"]` says what was filled, padded and left out."""
+    from ..forecast import seasonality
     from .files import read_long_series
     from .series_plan import plan_series
     from .timeseries import make_timeseries_task
@@ -125,10 +126,19 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     meta = {
         **task.meta,
         "freq": data.freq,
+        # the frequency read from the file or inferred from the timestamps sets the MASE period
+        "frequencies": [data.freq],
+        "seasonality": [seasonality(data.freq)],
         "series_names": plan.names,
         "missing": cfg.get("missing") or "impute",
         "pad_short": True,
         "series_report": {**plan.report, "series_trained": trained},
+        # each series' history without its left padding (windows index the padded series:
+        # `history_offsets` says by how much), for classical members that refit on it
+        "histories": [
+            s[int(np.argmax(o)) :] for s, o in zip(plan.series, plan.observed, strict=True)
+        ],
+        "history_offsets": [int(np.argmax(o)) for o in plan.observed],
     }
     return replace(task, meta=meta)
 

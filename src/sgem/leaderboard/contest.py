@@ -8,9 +8,10 @@ diabetes). Here every member is scored on validation from fits that never saw it
 which joins the MoE as one more expert; where every cluster goes there, the saved model is
 that network alone. The model format does not change: it is still a cluster-gated MoE.
 
-Scikit-learn and classical forecasters are scored and combined (greedy ensemble) for the
-report, but not saved: the model directory holds networks only. The leaderboard says when
-one of them beats the saved model on validation.
+Scikit-learn models and the classical forecasters are scored, and where a weighted mixture
+of them with the MoE is clearly better on validation (`combine`), the saved model is that
+combination (`sgem.moe.combination`): scikit-learn members as plain arrays, AutoETS /
+AutoTheta by name, refitted on each series at forecast time.
 """
 
 from __future__ import annotations
@@ -150,15 +151,22 @@ def _val(member: Member) -> np.ndarray:
 
 
 def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: np.ndarray):
-    """The combination of the selective-routing MoE with the scikit-learn members that
-    greedy ensemble selection picks on validation, kept only where it beats the MoE alone
+    """The combination of the selective-routing MoE with the members that greedy ensemble
+    selection picks on validation (tables: the scikit-learn models; series: AutoETS and
+    AutoTheta, refitted per series at forecast time), kept only where it beats the MoE alone
     there by `MARGIN_SE` standard errors of the paired per-sample log density (the weights
     are fit on those same samples, so a small gain is not trusted). Returns ((Combination,
-    state, arrays), its leaderboard row), or (None, None)."""
+    state, arrays, holdout scores), its leaderboard row), or (None, None)."""
+    from ..moe.classical import season_of
     from ..moe.combination import Combination
     from ..moe.portable import export
 
-    ready = [m for m in refs if m.kind == "scikit-learn" and m.val is not None and m.estimator]
+    def combinable(m: Member) -> bool:
+        if m.val is None or m.test is None:
+            return False
+        return bool(m.estimator) if m.kind == "scikit-learn" else m.classical is not None
+
+    ready = [m for m in refs if combinable(m)]
     if not ready:
         return None, None
     y_val = task.val.y[has]
@@ -174,14 +182,21 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
     if not gain.mean() > MARGIN_SE * se:
         return None, None
     members = [ready[i - 1] for i in used]
-    exported = [export(m.estimator) for m in members]
+    exported = [
+        export(m.estimator) if m.kind == "scikit-learn" else (m.classical.state(), {})
+        for m in members
+    ]
     combination, state, arrays = Combination.build(
-        w, [m.name for m in members], [m.scale for m in members], task, exported
+        w,
+        [m.name for m in members],
+        [m.scale for m in members],
+        task,
+        exported,
+        season=season_of(task.meta if isinstance(task.meta, dict) else None),
     )
-    x_test = task.test.x.reshape(len(task.test.x), -1)
-    holdout = combination.scores(ship_test, x_test, np.asarray(task.test.y))
-    x_val = task.val.x[has].reshape(int(has.sum()), -1)
-    validation = combination.scores(ship_val[has], x_val, y_val)
+    test_outs = [ship_test, *[m.test for m in members]]
+    holdout = combination.scores_of(test_outs, np.asarray(task.test.y))
+    validation = combination.scores_of([outs[i] for i in (0, *used)], y_val)
     row = {
         "model": "saved model (combination)",
         "kind": "sgem",
@@ -327,7 +342,8 @@ def _ensemble(task: ClusteredTask, members: list[Member], has: np.ndarray) -> di
         "validation_nll": mixture_nll(outs_val, w, y_val, task.loss),
         "holdout_nll": mixture_nll(outs_test, w, np.asarray(task.test.y), task.loss),
         "saved": False,
-        "why_not_saved": "a model directory holds networks only; the combination is reported",
+        "why_not_saved": "this mixture of every member is reported; a saved combination mixes "
+        "the saved MoE with scikit-learn or AutoETS / AutoTheta members only (see shipped)",
     }
 
 

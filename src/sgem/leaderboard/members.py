@@ -11,7 +11,7 @@ holdout row of every member is comparable). Members:
   reference the MoE must beat to be worth its experts); shippable, since a cluster-gated
   MoE whose clusters all go to it is that network;
 * tables: logistic / ridge regression and histogram gradient boosting (scikit-learn);
-* series: seasonal naive, and statsforecast's AutoETS / AutoTheta where it is installed.
+* series: seasonal naive, and statsforecast's AutoETS / AutoTheta.
 
 A member that needs training is skipped, and says why, once the time budget's fence has
 passed (`sgem.time_fence`).
@@ -54,6 +54,8 @@ class Member:
     # `sgem.moe.portable`) and, for regression, its Normal scale in model units
     estimator: object | None = field(default=None, repr=False)
     scale: float = 1.0
+    # a classical forecaster with its validated spread and tails (`sgem.moe.classical`)
+    classical: object | None = field(default=None, repr=False)
 
 
 def _x(split: Split) -> np.ndarray:
@@ -185,8 +187,9 @@ def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[
 
 # -- series: classical forecasters ----------------------------------------------------------
 def classical_members(task: ClusteredTask) -> list[Member]:
-    """Seasonal naive (always), AutoETS and AutoTheta (statsforecast, where installed), each
-    fitted on every window's own context, as `sgem.baselines` does."""
+    """Seasonal naive, AutoETS and AutoTheta (statsforecast), each fitted on every window's
+    own context (the same refit `sgem.moe.classical` does for a saved combination), with
+    the season of the file's frequency where the task knows it."""
     from ..baselines.naive import fit_spread
     from ..baselines.seasonal_naive import seasonal_forecast
 
@@ -212,40 +215,73 @@ def classical_members(task: ClusteredTask) -> list[Member]:
             seconds=time.perf_counter() - start,
         )
     )
-    try:
-        import statsforecast  # noqa: F401
-    except ImportError:
-        for name in ("AutoETS", "AutoTheta"):
-            note = "not installed: pip install statsforecast"
-            members.append(Member(name, "classical", None, None, note=note))
-        return members
-    from ..baselines.statistical import AutoETSReference, AutoThetaReference
+    from ..moe.classical import ClassicalMember
 
-    for name, ref in (("AutoETS", AutoETSReference()), ("AutoTheta", AutoThetaReference())):
+    seasons = _seasons(task, _x(task.val)), _seasons(task, _x(task.test))
+    for name in ("AutoETS", "AutoTheta"):
         if fence_passed():
             members.append(Member(name, "classical", None, None, note="skipped: budget ended"))
             continue
         start = time.perf_counter()
-        val, test = (_statsforecast(ref, split, horizon) for split in (task.val, task.test))
-        members.append(Member(name, "classical", val, test, seconds=time.perf_counter() - start))
+        ref = ClassicalMember(name)
+        val, test = (
+            _classical(ref, task, part, horizon, season)
+            for part, season in zip(("val", "test"), seasons, strict=True)
+        )
+        tuned = ref.fit_tails(val, task.val.y)  # spread and tails from validation
+        val, test = (tuned.outputs(o[..., 0], o[..., 1]) for o in (val, test))
+        note = f"interval width x{tuned.spread:.2f}, Student-t df {tuned.df:g} (on validation)"
+        members.append(
+            Member(
+                name,
+                "classical",
+                val,
+                test,
+                note=note,
+                seconds=time.perf_counter() - start,
+                classical=tuned,
+            )
+        )
     return members
 
 
-def _statsforecast(ref, split: Split, horizon: int) -> np.ndarray:
-    from ..baselines.seasonal_naive import choose_seasons, seasonal_forecast
-    from ..baselines.statistical import diverged
+def _seasons(task: ClusteredTask, x: np.ndarray) -> np.ndarray:
+    """Each window's seasonal period: the file's frequency where the task knows it, else
+    the context's own autocorrelation (`choose_seasons`), as a saved combination does."""
+    from ..baselines.seasonal_naive import choose_seasons
+    from ..moe.classical import season_of
 
-    x = _x(split)
-    loc, scale = seasonal_forecast(x, horizon)
-    scale = np.broadcast_to(scale if scale.ndim == 2 else scale[:, None], loc.shape).copy()
-    for i, (context, season) in enumerate(zip(x, choose_seasons(x), strict=True)):
-        try:
-            mean, spread = ref.forecast_window(context, horizon, int(season))
-        except Exception:  # a local fit that fails keeps the seasonal-naive forecast
-            continue
-        if not diverged(context, mean, spread):
-            loc[i], scale[i] = mean, spread
-    return np.stack([loc, scale, np.full_like(loc, NORMAL_DF)], -1)
+    season = season_of(task.meta if isinstance(task.meta, dict) else None)
+    return np.full(len(x), season, dtype=np.int64) if season else choose_seasons(x)
+
+
+def _classical(ref, task: ClusteredTask, part: str, horizon: int, season: np.ndarray) -> np.ndarray:
+    """A classical member's outputs (model units) on every window of split `part`, fitted
+    on the series' whole history up to the window's end where the task keeps it (as a saved
+    combination refits at forecast time), else on the window's context."""
+    split = getattr(task, part)
+    histories, scale = _histories(task, part)
+    if histories is None:
+        loc, spread = ref.forecast(list(_x(split)), horizon, season)
+    else:
+        loc, spread = ref.forecast(histories, horizon, season)
+        loc, spread = loc / scale[:, None], spread / scale[:, None]
+    return np.stack([loc, spread, np.full_like(loc, NORMAL_DF)], -1)
+
+
+def _histories(task: ClusteredTask, part: str) -> tuple[list | None, np.ndarray]:
+    """(raw history up to each window's last context value, the window's scale) of a user's
+    series task (`sgem.data.user_tasks.series_task` keeps them), else (None, ones)."""
+    meta = task.meta if isinstance(task.meta, dict) else {}
+    windows = (meta.get("windows") or {}).get("val" if part == "val" else part)
+    series, offsets = meta.get("histories"), meta.get("history_offsets")
+    if windows is None or series is None or offsets is None:
+        return None, np.ones(len(getattr(task, part).y))
+    ends = windows.start + int(meta["context"])
+    histories = [
+        series[i][: max(int(e) - offsets[i], 1)] for i, e in zip(windows.series, ends, strict=True)
+    ]
+    return histories, np.asarray(windows.scale, dtype=np.float64)
 
 
 __all__ = ["NORMAL_DF", "Member", "classical_members", "global_network", "sklearn_members"]

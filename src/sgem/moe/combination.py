@@ -1,18 +1,22 @@
 """A saved model that is a weighted combination: the cluster-gated MoE plus scikit-learn
-members, mixed as predictive distributions with weights fitted on validation.
+members (tables) or classical forecasters (series), mixed as predictive distributions with
+weights fitted on validation.
 
 Why: on a table a logistic regression or gradient boosting can beat the searched MoE, and a
 user should get the better model (or a combination in which the MoE keeps its weight where
 it helps) instead of a worse one. The members are stored as plain arrays
 (`sgem.leaderboard.portable`: no pickle) in `members.safetensors`, their names, weights and
-states in model.json's info["combination"]; predicting mixes class probabilities, or
-Student-t / Normal densities whose quantiles are found by bisection of the mixture's CDF.
+states in model.json's info["combination"]; classical forecasters (`sgem.moe.classical`)
+store only their name and are refitted on each series' history at forecast time. Predicting
+mixes class probabilities, or Student-t / Normal densities whose quantiles are found by
+bisection of the mixture's CDF (per forecast step).
 Scores of a combination come from `scores`, one function for the run and `evaluate`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,6 +25,8 @@ from scipy.special import logsumexp
 
 from ..forecast import student_t_nll
 from ..train.losses import per_sample_nll
+from .classical import FORMAT as CLASSICAL_FORMAT
+from .classical import ClassicalMember
 from .portable import PortableModel
 
 MEMBERS_FILE = "members.safetensors"
@@ -34,18 +40,30 @@ class Combination:
 
     weights: np.ndarray
     names: list[str]
-    members: list[PortableModel]
+    members: list[PortableModel | ClassicalMember]
     scales: list[float]  # regression: each member's Normal scale in model units
     loss: str
     n_classes: int | None = None
+    season: int = 0  # forecasting: the classical members' period (0: each series' own)
+
+    @property
+    def forecasting(self) -> bool:
+        return any(isinstance(m, ClassicalMember) for m in self.members)
 
     # -- saving and loading ----------------------------------------------------------------
     @classmethod
     def build(
-        cls, weights: np.ndarray, names: list[str], scales: list[float], task, exported: list
+        cls,
+        weights: np.ndarray,
+        names: list[str],
+        scales: list[float],
+        task,
+        exported: list,
+        season: int = 0,
     ) -> tuple[Combination, dict, dict[str, np.ndarray]]:
         """(the combination as loading will rebuild it, model.json's state, the members'
-        arrays) from the weights (the MoE's first) and the members' `portable.export`s."""
+        arrays) from the weights (the MoE's first) and the members' `portable.export`s
+        (a classical member: its `ClassicalMember.state()` and no arrays)."""
         arrays = {f"m{i}.{k}": v for i, (_, a) in enumerate(exported) for k, v in a.items()}
         state = {
             "weights": [float(w) for w in weights],
@@ -54,6 +72,7 @@ class Combination:
             "scales": [float(s) for s in scales],
             "loss": task.loss,
             "n_classes": task.n_classes,
+            "season": int(season),
             "weights_by_name": {"MoE": float(weights[0])}
             | {n: float(w) for n, w in zip(names, weights[1:], strict=True)},
         }
@@ -79,16 +98,30 @@ class Combination:
             loss == "student_t" and len(scales) != len(states)
         ):
             raise ValueError("the combination's loss or member scales are malformed")
-        members = []
+        season = doc.get("season", 0)
+        if type(season) is not int or not 0 <= season <= 10_000:
+            raise ValueError(f"the combination's season must be an integer >= 0, got {season!r}")
+        members: list[PortableModel | ClassicalMember] = []
         for i, state in enumerate(states):
+            if isinstance(state, dict) and state.get("format") == CLASSICAL_FORMAT:
+                if loss != "student_t":
+                    raise ValueError("a classical forecaster cannot join a classifier")
+                members.append(ClassicalMember.from_state(state))
+                continue
             own = {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith(f"m{i}.")}
             members.append(PortableModel.from_state(state, own))
-        return cls(weights, names, members, scales, loss, doc.get("n_classes"))
+        if any(isinstance(m, ClassicalMember) for m in members) and not all(
+            isinstance(m, ClassicalMember) for m in members
+        ):
+            raise ValueError("a combination mixes either classical or scikit-learn members")
+        return cls(weights, names, members, scales, loss, doc.get("n_classes"), season)
 
     # -- predicting -------------------------------------------------------------------------
     def member_outputs(self, x_model: np.ndarray) -> list[np.ndarray]:
         """Each member's outputs in model units: log-probabilities (n, C), or Normal
         parameters (n, 1, 3)."""
+        if self.forecasting:
+            raise ValueError("a forecasting combination's members need histories: use forecast")
         x = np.asarray(x_model, dtype=np.float64).reshape(len(x_model), -1)
         out = []
         for member, scale in zip(
@@ -97,9 +130,11 @@ class Combination:
             if self.loss == "cross_entropy":
                 proba = np.full((len(x), int(self.n_classes or 0)), 1e-12)
                 codes = np.asarray(member.classes, dtype=int)
+                assert isinstance(member, PortableModel)
                 proba[:, codes] = np.maximum(member.predict_proba(x), 1e-12)
                 out.append(np.log(proba / proba.sum(1, keepdims=True)))
             else:
+                assert isinstance(member, PortableModel)
                 loc = member.predict(x)[:, None]
                 out.append(
                     np.stack([loc, np.full_like(loc, scale), np.full_like(loc, NORMAL_DF)], -1)
@@ -113,35 +148,66 @@ class Combination:
         return sum(w * p for w, p in zip(self.weights, probs, strict=True))
 
     def quantiles(self, moe_params: np.ndarray, x_model: np.ndarray, qs) -> dict[float, np.ndarray]:
-        """Quantiles (model units) of the mixture of Student-t / Normal members, (n,) each:
-        bisection of the mixture's CDF between the members' own extreme quantiles."""
+        """Quantiles (model units) of the mixture of Student-t / Normal members, (n,) each."""
         outs = [np.asarray(moe_params, dtype=np.float64), *self.member_outputs(x_model)]
-        loc = np.stack([o[:, 0, 0] for o in outs])  # (members, n)
-        scale = np.stack([o[:, 0, 1] for o in outs])
-        df = np.stack([o[:, 0, 2] for o in outs])
-        w = self.weights[:, None]
-        result = {}
-        for q in qs:
-            own = loc + scale * stats.t.ppf(q, df)
-            lo, hi = own.min(0), own.max(0)
-            for _ in range(60):
-                mid = 0.5 * (lo + hi)
-                below = (w * stats.t.cdf((mid - loc) / scale, df)).sum(0) < q
-                lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-            result[float(q)] = 0.5 * (lo + hi)
-        return result
+        return {q: v[:, 0] for q, v in mixture_quantiles(outs, self.weights, qs).items()}
+
+    def forecast(
+        self, moe_params: np.ndarray, histories: list[np.ndarray], window_scale, qs
+    ) -> dict[float, np.ndarray]:
+        """Forecast quantiles, {q: (n, horizon)} in the series' units: the MoE's Student-t
+        (scaled units, `moe_params` (n, horizon, 3)) mixed with each classical member
+        refitted on the series' whole `histories` (original units)."""
+        s = np.asarray(window_scale, dtype=np.float64)[:, None]
+        moe = np.asarray(moe_params, dtype=np.float64)
+        outs = [moe, *self.classical_outputs(histories, s, moe.shape[1])]
+        return {q: v * s for q, v in mixture_quantiles(outs, self.weights, qs).items()}
+
+    def classical_outputs(
+        self, histories: list[np.ndarray], window_scale, horizon: int
+    ) -> list[np.ndarray]:
+        """Each classical member's (loc, scale, df) per step, in the MoE's scaled units."""
+        out = []
+        s = np.asarray(window_scale, dtype=np.float64).reshape(-1, 1)
+        for member in self.members:
+            assert isinstance(member, ClassicalMember)
+            loc, scale = member.forecast(histories, horizon, self.season)
+            out.append(member.outputs(loc / s, scale / s))
+        return out
 
     def scores(self, moe_out: np.ndarray, x_model: np.ndarray, y: np.ndarray) -> dict:
-        """Holdout scores of the combination: NLL of the mixture, and accuracy (classes) or
-        the RMSE of its median (regression), in model units."""
+        """Holdout scores of the combination from the MoE's outputs and the inputs."""
         outs = [np.asarray(moe_out, dtype=np.float64), *self.member_outputs(x_model)]
+        return self.scores_of(outs, y)
+
+    def scores_of(self, outs: list[np.ndarray], y: np.ndarray) -> dict:
+        """Scores of the mixture of the members' outputs (the MoE's first), model units:
+        its NLL, and accuracy (classes) or the RMSE of its median (regression, forecasts)."""
         nll = mixture_nll(outs, self.weights, y, self.loss)
         if self.loss == "cross_entropy":
-            accuracy = float((self.proba(moe_out, x_model).argmax(1) == np.asarray(y)).mean())
-            return {"test_nll": nll, "test_accuracy": accuracy}
-        median = self.quantiles(moe_out, x_model, (0.5,))[0.5]
-        err = median - np.asarray(y, dtype=np.float64).reshape(len(median), -1)[:, 0]
+            mixed = sum(w * _softmax(o) for w, o in zip(self.weights, outs, strict=True))
+            return {"test_nll": nll, "test_accuracy": float((mixed.argmax(1) == y).mean())}
+        median = mixture_quantiles(outs, self.weights, (0.5,))[0.5]
+        err = median.reshape(len(median), -1) - np.asarray(y, np.float64).reshape(len(median), -1)
         return {"test_nll": nll, "test_rmse": float(np.sqrt(np.mean(err**2)))}
+
+
+def mixture_quantiles(outs: list[np.ndarray], weights, qs) -> dict[float, np.ndarray]:
+    """Quantiles of the weighted mixture of Student-t members, each output (..., 3) as
+    (loc, scale, df): bisection of the mixture's CDF between the members' own extreme
+    quantiles, elementwise over the leading shape."""
+    loc, scale, df = (np.stack([o[..., i] for o in outs]) for i in range(3))
+    w = np.asarray(weights, dtype=np.float64).reshape(-1, *[1] * (loc.ndim - 1))
+    result = {}
+    for q in qs:
+        own = loc + scale * stats.t.ppf(q, df)
+        lo, hi = own.min(0), own.max(0)
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            below = (w * stats.t.cdf((mid - loc) / scale, df)).sum(0) < q
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        result[float(q)] = 0.5 * (lo + hi)
+    return result
 
 
 def log_density(out: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
@@ -195,13 +261,20 @@ def load_combination(path, info: dict) -> Combination | None:
             f"{path}: model.json describes a combination but lists no {MEMBERS_FILE}; the "
             "model directory is incomplete: copy it again or re-fit"
         )
+    from .artifact import read_model_json
+    from .artifact_checks import check_combination
+
+    model = read_model_json(path)
+    file = Path(model["_dir"]) / "model.json"
     try:
-        return Combination.from_state(doc, arrays)
-    except ValueError as exc:
+        combination = Combination.from_state(doc, arrays)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
         raise SgemUserError(
-            f"{path}: the saved combination is unusable ({exc}); re-fit or restore the model "
+            f"{file}: the saved combination is unusable ({exc}); re-fit or restore the model "
             "directory"
         ) from exc
+    check_combination(combination, model, file)
+    return combination
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -217,5 +290,6 @@ __all__ = [
     "log_density",
     "mixed_log_density",
     "mixture_nll",
+    "mixture_quantiles",
     "sample_nll",
 ]

@@ -36,7 +36,8 @@ from .calibration import (
     never_negative,
     t_quantiles,
 )
-from .combination import Combination, load_combination
+from .combination import Combination, load_combination, mixture_quantiles
+from .forecast_result import Forecast
 from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
 from .scoring import in_target_units, score_outputs
@@ -52,71 +53,6 @@ class Routing:
 
     cluster: np.ndarray
     expert: np.ndarray
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """Per series and forecast step, in the series' original units.
-
-    `loc`, `scale`, `df`: the Student-t (location, scale, degrees of freedom); `point`: its
-    median (= loc); `quantiles`: {q: (n, horizon)}; `cluster`, `expert`: who forecast it.
-    """
-
-    loc: np.ndarray
-    scale: np.ndarray
-    df: np.ndarray
-    quantiles: dict[float, np.ndarray]
-    cluster: np.ndarray
-    expert: np.ndarray
-
-    @property
-    def point(self) -> np.ndarray:
-        return self.loc
-
-    @property
-    def mean(self) -> np.ndarray:
-        return self.loc  # df > 2, so the mean exists and equals the location
-
-    def to_frame(self, ids: Sequence[Any] | None = None, ds: Any = None):
-        """Long format (one row per series and step): unique_id, ds, step, forecast, the
-        quantile columns q0.1 ..., loc/scale/df, expert, cluster.
-
-        `ds` gives the time of every forecast: an (n, horizon) array-like (dates or
-        integers), or a flat sequence of n * horizon in row order; None: ds is the step
-        number 1..horizon (the times are unknown), as `step` always is.
-        """
-        import pandas as pd
-
-        n, h = self.loc.shape
-        ids = list(range(n)) if ids is None else list(ids)
-        if len(ids) != n:
-            raise SgemUserError(f"to_frame: {len(ids)} ids for {n} forecast series")
-        steps = np.tile(np.arange(1, h + 1), n)
-        if ds is None:
-            times: Any = steps
-        else:
-            times = np.asarray(ds).reshape(-1)
-            if len(times) != n * h:
-                raise SgemUserError(
-                    f"to_frame: ds holds {len(times)} times for {n} series x {h} steps; give "
-                    "one time per series and step"
-                )
-        cols: dict[str, Any] = {
-            "unique_id": np.repeat(np.asarray(ids, dtype=object), h),
-            "ds": times,
-            "step": steps,
-            "forecast": self.point.reshape(-1),
-        }
-        for q, v in self.quantiles.items():
-            cols[f"q{q:g}"] = v.reshape(-1)
-        cols.update(
-            loc=self.loc.reshape(-1),
-            scale=self.scale.reshape(-1),
-            df=self.df.reshape(-1),
-            expert=np.repeat(self.expert, h),
-            cluster=np.repeat(self.cluster, h),
-        )
-        return pd.DataFrame(cols)
 
 
 @contextlib.contextmanager
@@ -292,7 +228,10 @@ class SgemModel:
         in the series' own units: the window scaling is undone on every output. The
         quantiles are conformally calibrated, and a series whose history never went below 0
         gets no point or quantile below 0 (clipped); `calibrated=False`, or a model saved
-        without calibration: the raw Student-t."""
+        without calibration: the raw Student-t. A model saved as a combination with
+        classical forecasters (`sgem.moe.combination`) refits them on each history and
+        gives the mixture's quantiles, its median as the point (`scale` and `df` stay the
+        MoE's)."""
         self._require(self.is_forecaster, "forecast", "forecasting")
         qs = tuple(float(q) for q in quantiles)
         if any(not 0.0 < q < 1.0 for q in qs):
@@ -302,7 +241,14 @@ class SgemModel:
         s = scale[:, None]
         loc, sc, df = out[..., 0] * s, out[..., 1] * s, out[..., 2]
         cal = self.interval_calibration if calibrated else None
-        qv = t_quantiles(loc, sc, df, qs, cluster, cal)
+        mix = self.combination
+        if mix is not None and mix.forecasting:  # the mixture with refitted classical members
+            assert isinstance(self.preprocessor, ForecastPreprocessor)
+            histories = self.preprocessor.histories(series)
+            qv = mix.forecast(out, histories, scale, tuple(dict.fromkeys((*qs, 0.5))))
+            loc = qv[0.5] if 0.5 in qs else qv.pop(0.5)
+        else:
+            qv = t_quantiles(loc, sc, df, qs, cluster, cal)
         if cal is not None:  # the support: >= 0 where the history never went below 0
             keep = never_negative(series, x_model)[:, None]
             loc = np.where(keep, np.maximum(loc, 0.0), loc)
@@ -328,7 +274,7 @@ class SgemModel:
         info = self.spec.info
         seed = int(info.get("seed", 0)) if seed is None else int(seed)
         crps_samples = int(info.get("crps_samples", 100)) if crps_samples is None else crps_samples
-        source = None
+        source, scale = None, None
         if isinstance(x, Split):
             x_model, cluster, y, source = x.x, x.cluster, x.y, x.source
         else:
@@ -357,8 +303,19 @@ class SgemModel:
             crps_samples=crps_samples,
             seed=seed,
         )
-        if self.combination is not None:  # the saved combination's own scores
-            scores |= self.combination.scores(out.double().numpy(), x_model, np.asarray(y))
+        mix = self.combination
+        if mix is not None and mix.forecasting:  # classical members refit on each context
+            histories, s = (
+                (list(np.asarray(x_model, np.float64)), np.ones(len(x_model)))
+                if isinstance(x, Split)
+                else (self.preprocessor.histories(x), scale)  # type: ignore[union-attr]
+            )
+            outs = [out.double().numpy(), *mix.classical_outputs(histories, s, out.shape[1])]
+            scores |= mix.scores_of(outs, np.asarray(y))
+            q = mixture_quantiles(outs, mix.weights, (0.1, 0.9))
+            return scores | {"test_coverage_80": coverage(np.asarray(y), q[0.1], q[0.9])["overall"]}
+        if mix is not None:  # the saved combination's own scores
+            scores |= mix.scores(out.double().numpy(), x_model, np.asarray(y))
         target = info.get("target_standardisation")
         if target and not self.is_classifier:  # a table's regression: the target's units
             scores |= in_target_units(scores, out.double().numpy(), y, float(target["std"]))

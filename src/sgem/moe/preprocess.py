@@ -191,8 +191,8 @@ class ForecastPreprocessor:
             )
         return values, observed
 
-    def windows(self, series: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(scaled contexts (n, context), scale (n,)) of the last `context` values."""
+    @staticmethod
+    def _series_list(series: Any) -> list | tuple:
         if isinstance(series, np.ndarray) and series.ndim == 2:
             series = list(series)
         elif isinstance(series, np.ndarray) and series.ndim == 1:
@@ -202,6 +202,21 @@ class ForecastPreprocessor:
                 "forecast: give one series (1-D array) or a list of them (or a 2-D array, one "
                 "row per series)"
             )
+        return series
+
+    def histories(self, series: Any) -> list[np.ndarray]:
+        """Each series' whole history, gaps filled as for the context, without the padding
+        of a short one: what a classical member of a combination refits on."""
+        out = []
+        for i, s in enumerate(self._series_list(series)):
+            values, observed = self._history(i, np.asarray(s, dtype=np.float64))
+            first = int(np.argmax(observed)) if observed.any() else 0
+            out.append(values[first:])
+        return out
+
+    def windows(self, series: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(scaled contexts (n, context), scale (n,)) of the last `context` values."""
+        series = self._series_list(series)
         ctx = np.empty((len(series), self.context))
         hist = np.empty(len(series))
         for i, s in enumerate(series):

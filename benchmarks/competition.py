@@ -1,0 +1,153 @@
+"""sgem against AutoETS and AutoTheta on forecasting-competition files, under the
+competition's own split: fit on `*_train.csv`, forecast the next h points of every series,
+score against `*_test.csv`.
+
+Side by side in one run, per file: `sgem fit TRAIN --horizon H --time-budget B` (the saved
+model: searched MoE, selective routing or combination, as the leaderboard chose), then
+statsforecast's AutoETS and AutoTheta fitted on each whole training series (season from the
+file's frequency). Scores: MASE (utilsforecast, in-sample seasonal naive scale), sMAPE,
+wQL (mean over quantiles 0.1 ... 0.9 of 2 * sum of pinball losses / sum |y|, as GluonTS and
+AutoGluon define it), 80 % interval coverage (between the 0.1 and 0.9 quantiles), and how
+many series got a forecast.
+
+    python benchmarks/competition.py --files yearly quarterly other --time-budget 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import sgem
+from sgem.forecast import seasonality
+from sgem.predict_io import predict_file
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
+HORIZONS = {"yearly": 6, "quarterly": 8, "other": 8, "monthly": 18}
+QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def scores(train: pd.DataFrame, test: pd.DataFrame, fc: pd.DataFrame, season: int) -> dict:
+    """MASE, sMAPE, wQL and 80 % coverage of `fc` (unique_id, ds, point, q0.1 ...)."""
+    from utilsforecast.losses import mase
+
+    df = test.merge(fc, on=["unique_id", "ds"], how="inner")
+    y = df["y"].to_numpy()
+    point = df["point"].to_numpy()
+    m = mase(df[["unique_id", "ds", "y", "point"]], ["point"], season, train)
+    pinball = [
+        2 * np.sum(np.maximum(q * (y - df[f"q{q:g}"]), (q - 1) * (y - df[f"q{q:g}"])))
+        for q in QUANTILES
+    ]
+    return {
+        "series_forecast": int(df["unique_id"].nunique()),
+        "series": int(test["unique_id"].nunique()),
+        "mase": float(m["point"].mean()),
+        "smape": float(np.mean(200 * np.abs(y - point) / (np.abs(y) + np.abs(point) + 1e-12))),
+        "wql": float(np.mean(pinball) / np.sum(np.abs(y))),
+        "coverage_80": float(np.mean((y >= df["q0.1"]) & (y <= df["q0.9"]))),
+    }
+
+
+def sgem_forecast(train_path: Path, h: int, budget: float, seed: int, run: Path) -> tuple:
+    start = time.perf_counter()
+    model = sgem.fit(train_path, horizon=h, time_budget=budget, seed=seed, out=run, progress=False)
+    fit_seconds = time.perf_counter() - start
+    frame = predict_file(model, train_path, quantiles=QUANTILES)
+    frame = frame.rename(columns={"forecast": "point"})
+    frame["ds"] = pd.to_datetime(frame["ds"])
+    shipped = ((model.result or {}).get("leaderboard") or {}).get("shipped", {}).get("model")
+    return frame, fit_seconds, time.perf_counter() - start - fit_seconds, shipped
+
+
+def classical_forecasts(train: pd.DataFrame, h: int, season: int, freq: str) -> dict:
+    """AutoETS and AutoTheta on every whole training series, with their seconds."""
+    from statsforecast import StatsForecast
+    from statsforecast.models import AutoETS, AutoTheta
+
+    levels = sorted({round(100 * abs(1 - 2 * q)) for q in QUANTILES if q != 0.5})
+    out = {}
+    for model in (AutoETS(season_length=season), AutoTheta(season_length=season)):
+        name = type(model).__name__
+        start = time.perf_counter()
+        fc = StatsForecast(models=[model], freq=freq, n_jobs=1).forecast(
+            df=train, h=h, level=levels
+        )
+        seconds = time.perf_counter() - start
+        frame = fc.reset_index() if "unique_id" not in fc.columns else fc
+        frame = frame.rename(columns={name: "point"})
+        for q in QUANTILES:
+            level = round(100 * abs(1 - 2 * q))
+            col = "point" if q == 0.5 else f"{name}-{'lo' if q < 0.5 else 'hi'}-{level}"
+            frame[f"q{q:g}"] = frame[col]
+        out[name] = (frame, seconds)
+    return out
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other"])
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--time-budget", type=float, default=300.0, help="seconds per sgem fit")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/competition.json"))
+    args = p.parse_args()
+    record = {
+        "date": date.today().isoformat(),
+        "commit": commit(),
+        "seed": args.seed,
+        "time_budget_s": args.time_budget,
+        "quantiles": list(QUANTILES),
+        "files": {},
+    }
+    for name in args.files:
+        train_path = args.data / f"m3_{name}_train.csv"
+        train = pd.read_csv(train_path, parse_dates=["ds"])
+        test = pd.read_csv(args.data / f"m3_{name}_test.csv", parse_dates=["ds"])
+        h = int(test.groupby("unique_id").size().max())
+        freq = pd.infer_freq(train[train["unique_id"] == train["unique_id"].iloc[0]]["ds"])
+        season = seasonality(freq)
+        run = Path(f"runs/competition-{name}-seed{args.seed}")
+        shutil.rmtree(run, ignore_errors=True)  # a fresh fit: never a run of older code
+        fc, fit_s, predict_s, shipped = sgem_forecast(
+            train_path, h, args.time_budget, args.seed, run
+        )
+        rows = {"sgem": scores(train, test, fc, season) | {"seconds": fit_s + predict_s}}
+        rows["sgem"] |= {"fit_seconds": fit_s, "predict_seconds": predict_s, "saved": shipped}
+        for ref, (frame, seconds) in classical_forecasts(train, h, season, freq).items():
+            rows[ref] = scores(train, test, frame, season) | {"seconds": seconds}
+        best = {k: min(rows[r][k] for r in ("AutoETS", "AutoTheta")) for k in ("mase", "wql")}
+        verdict = {k: rows["sgem"][k] <= best[k] for k in best}
+        record["files"][name] = {"h": h, "freq": freq, "season": season, "rows": rows}
+        record["files"][name]["sgem_at_most_best_reference"] = verdict
+        print(f"{name} (h={h}, season={season}, budget {args.time_budget:.0f} s, saved: {shipped})")
+        for r, s in rows.items():
+            print(
+                f"  {r:10s} MASE {s['mase']:.3f}  sMAPE {s['smape']:.2f}  wQL {s['wql']:.4f}  "
+                f"cov80 {s['coverage_80']:.3f}  series {s['series_forecast']}/{s['series']}  "
+                f"{s['seconds']:.1f} s"
+            )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

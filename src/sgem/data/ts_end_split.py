@@ -1,0 +1,120 @@
+"""Validation and holdout at the END of a user's series (rolling origins), not at random.
+
+Why: a forecaster is asked about the future. With windows split at random, validation and
+holdout windows sit anywhere in a series' past, where a network trained on the neighbouring
+windows interpolates; the search, the leaderboard's weights and the conformal intervals
+were then chosen on a question easier than the one the user asks. On a yearly competition
+file the MoE tied AutoTheta on random windows and lost to it by 15 % MASE on the real
+future.
+
+Rule: the series that have room for it (at least one training window that ends before its
+held-out windows begin) are dealt at random into validation and holdout roles (each a
+`fractions` share of them); each such series gives its last `origins` windows (stride 1, the
+latest target ending at the series' end) to its role, and only windows whose target ends
+before the first held-out target may train from it. Every other series, and the earlier part
+of held-out ones, give the training windows (`make_windows`' sampling with one window from
+every series first). So no held-out target is ever seen in training, every series with a
+window still trains, and a holdout window answers the question a forecast does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..random_streams import Stream, stream_rng
+from .ts_windows import (
+    Domains,
+    Windows,
+    _pick,
+    _series_of,
+    _valid_starts,
+    cut_windows,
+    series_window_rng,
+)
+
+#: at most this many rolling origins per held-out series (when series have roles)
+MAX_ORIGINS = 8
+#: below this many series per role, every series gives holdout and validation windows
+MIN_ROLE_SERIES = 20
+
+
+def end_split_windows(
+    domains: Domains,
+    context: int,
+    horizon: int,
+    n_windows: int,
+    seed: int,
+    fractions: tuple[float, float, float],
+    *,
+    floor_fraction: float = 0.2,
+    observed: Mapping[str, Sequence[np.ndarray]] | None = None,
+) -> tuple[Windows, dict[str, np.ndarray]] | None:
+    """(windows, {"train", "val", "test": indices}) with held-out windows at series' ends;
+    None where fewer than three series of a domain have room for them."""
+    names = tuple(domains)
+    width = context + horizon
+    per_domain = n_windows // len(names)
+    cuts: dict[str, list[tuple[int, int, np.ndarray]]] = {"train": [], "val": [], "test": []}
+    rng = stream_rng(seed, Stream.SERIES_SPLIT)
+    for d, name in enumerate(names):
+        series = _series_of(domains[name])
+        masks = None if observed is None else [np.asarray(m, bool) for m in observed[name]]
+        valid = _valid_starts(series, width, masks, context)
+        want_val = round(fractions[1] * per_domain)
+        roomy = [j for j, v in enumerate(valid) if len(_tail(v, 1, context, width)[0])]
+        if len(roomy) < 3:  # too few series with room: the caller splits at random
+            return None
+        n_role = round(fractions[1] * len(roomy))
+        allowed = list(valid)
+        if n_role >= MIN_ROLE_SERIES:  # many series: each held-out one has one role
+            origins = min(MAX_ORIGINS, max(1, math.ceil(want_val / n_role)))
+            order = rng.permutation(np.asarray(roomy))
+            for part, members in (("val", order[:n_role]), ("test", order[n_role : 2 * n_role])):
+                for j in members:
+                    late, allowed[j] = _tail(valid[j], origins, context, width)
+                    cuts[part].append((d, int(j), late))
+        else:  # few series: every one ends with holdout, validation before it
+            origins = max(1, math.ceil(want_val / len(roomy)))
+            for j in roomy:
+                test, before = _tail(valid[j], origins, context, width)
+                val, earlier = _tail(before, origins, context, width)
+                if len(val) == 0:  # room for one held-out part only: it validates
+                    val, test, earlier = test, test[:0], before
+                cuts["test"].append((d, int(j), test))
+                cuts["val"].append((d, int(j), val))
+                allowed[j] = earlier
+        counts = np.array([len(v) for v in allowed], dtype=np.int64)
+        n_held = sum(len(c[2]) for p in ("val", "test") for c in cuts[p] if c[0] == d)
+        n_train = min(int(counts.sum()), max(per_domain - n_held, int((counts > 0).sum())))
+        pick = _pick(series_window_rng(seed, d), counts, n_train, every_series=True)
+        which = np.searchsorted(np.cumsum(counts), pick, side="right")
+        offsets = pick - (np.cumsum(counts) - counts)[which]
+        for j in np.unique(which):
+            cuts["train"].append((d, int(j), allowed[j][offsets[which == j]]))
+    order_of = [*cuts["train"], *cuts["val"], *cuts["test"]]
+    win = cut_windows(domains, order_of, context, horizon, 1e-8, floor_fraction, observed)
+    sizes = [sum(len(c[2]) for c in cuts[p]) for p in ("train", "val", "test")]
+    bounds = np.cumsum([0, *sizes])
+    idx = {p: np.arange(bounds[i], bounds[i + 1]) for i, p in enumerate(("train", "val", "test"))}
+    return win, idx
+
+
+def _tail(
+    starts: np.ndarray, origins: int, context: int, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the last <= `origins` window starts, within the later half of `starts`, that leave
+    a window ending before their targets begin; the starts of those earlier windows), or
+    (empty, starts) where no such window exists."""
+    if len(starts) < 2:
+        return starts[:0], starts
+    late = starts[starts >= max(starts[-1] - (origins - 1), starts[len(starts) // 2])]
+    late = late[late + context >= starts[0] + width]
+    if len(late) == 0:
+        return late, starts
+    return late, starts[starts + width <= late.min() + context]
+
+
+__all__ = ["MAX_ORIGINS", "MIN_ROLE_SERIES", "end_split_windows"]

@@ -1,0 +1,122 @@
+"""Classical forecasters as members of a saved combination: refitted on each series'
+history at forecast time, so nothing of them is saved but their name.
+
+Why: on short competition series AutoETS and AutoTheta are hard to beat, and a mixture
+of them with the searched MoE is usually better than either (the leaderboard fits its
+weights on validation windows). A forecaster model that combines them must refit them on
+whatever history it is asked to forecast; here is the one place that does it, for the
+leaderboard's validation and holdout windows and for `SgemModel.forecast` alike. A fit that
+fails or diverges (`sgem.baselines.statistical.diverged`) keeps the seasonal-naive
+forecast of the same history, so every series gets a forecast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+FORMAT = "sgem.classical/1"
+#: the Student-t df that stands for a Normal predictive
+NORMAL_DF = 1000.0
+#: the statsforecast models a combination can hold
+NAMES = ("AutoETS", "AutoTheta")
+
+
+class ClassicalMember:
+    """A statsforecast model refitted per series (`forecast`)."""
+
+    def __init__(self, name: str, spread: float = 1.0, df: float = NORMAL_DF):
+        """`spread` multiplies the model's own interval width and `df` sets its tails (a
+        Student-t): both fitted on validation windows (`fit_tails`), since a local model's
+        in-sample intervals are often too narrow for what follows."""
+        if name not in NAMES:
+            raise ValueError(f"unknown classical member {name!r}: known are {', '.join(NAMES)}")
+        for what, v in (("spread", spread), ("df", df)):
+            if type(v) not in (int, float) or not (np.isfinite(v) and v > 0):
+                raise ValueError(f"a classical member's {what} must be a positive number")
+        self.name, self.spread, self.df = name, float(spread), float(df)
+
+    @classmethod
+    def from_state(cls, state: dict) -> ClassicalMember:
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise ValueError(f"a classical member's state must be {{'format': '{FORMAT}', ...}}")
+        return cls(
+            str(state.get("name")), state.get("spread", 1.0), state.get("df", NORMAL_DF)
+        )
+
+    def state(self) -> dict:
+        return {"format": FORMAT, "name": self.name, "spread": self.spread, "df": self.df}
+
+    def fit_tails(self, out: np.ndarray, y: np.ndarray) -> ClassicalMember:
+        """The member with (spread, df) chosen on outputs (n, h, 3) and their targets (the
+        validation windows), by `sgem.baselines.naive.fit_spread`'s grid."""
+        from ..baselines.naive import fit_spread
+
+        spread, df = fit_spread(out[..., 0], out[..., 1], np.asarray(y, dtype=np.float64))
+        return ClassicalMember(self.name, float(spread), float(df))
+
+    def outputs(self, loc: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """(loc, scale, df) per step, (n, h, 3), with this member's spread and tails."""
+        return np.stack([loc, scale * self.spread, np.full_like(loc, self.df)], -1)
+
+    def _model(self, season: int):
+        from statsforecast.models import AutoETS, AutoTheta
+
+        model = {"AutoETS": AutoETS, "AutoTheta": AutoTheta}[self.name]
+        return model(season_length=max(int(season), 1))
+
+    def forecast(
+        self, histories: Sequence[np.ndarray], horizon: int, season: int | Sequence[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(loc, Normal scale), each (n, horizon), in the histories' units. A season of 0
+        is chosen per history from its autocorrelation (`choose_seasons`)."""
+        from ..baselines.naive import MIN_SPREAD
+        from ..baselines.seasonal_naive import choose_seasons
+        from ..baselines.statistical import diverged, normal_from_interval
+
+        seasons = np.broadcast_to(np.asarray(season, dtype=np.int64), (len(histories),)).copy()
+        for i in np.flatnonzero(seasons == 0):
+            x = np.asarray(histories[i], dtype=np.float64)
+            seasons[i] = choose_seasons(x[np.isfinite(x)][None, :])[0]
+        loc = np.empty((len(histories), horizon))
+        scale = np.empty_like(loc)
+        for i, (history, s) in enumerate(zip(histories, seasons, strict=True)):
+            x = np.asarray(history, dtype=np.float64)
+            x = x[np.isfinite(x)]
+            fallback = _naive(x, horizon, int(s))
+            try:
+                s_used = int(s) if len(x) >= 2 * int(s) + 2 else 1
+                out = self._model(s_used).forecast(y=x, h=horizon, level=[80])
+                mean = np.asarray(out["mean"], dtype=np.float64)
+                spread = normal_from_interval(mean, out["lo-80"], out["hi-80"])
+                spread = np.broadcast_to(spread, mean.shape)
+            except Exception:  # a local fit that fails keeps the seasonal-naive forecast
+                mean, spread = fallback
+            if diverged(x, mean, spread):
+                mean, spread = fallback
+            loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * max(np.abs(x).mean(), 1.0))
+        return loc, scale
+
+
+def _naive(x: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seasonal naive (the last season repeated) and the RMS of its in-sample errors."""
+    s = season if 1 <= season < len(x) else 1
+    if len(x) < 2:
+        value = x[-1] if len(x) else 0.0
+        return np.full(horizon, value), np.full(horizon, max(abs(value) * 0.1, 1e-6))
+    idx = len(x) - s + (np.arange(horizon) % s)
+    d = x[s:] - x[:-s]
+    return x[idx], np.full(horizon, max(float(np.sqrt(np.mean(d**2))), 1e-6))
+
+
+def season_of(meta: dict | None) -> int:
+    """The seasonal period of a forecasting task's file frequency; 0 when the frequency is
+    unknown (then each history's own autocorrelation chooses, as `choose_seasons` does)."""
+    from ..forecast import seasonality
+
+    freq = (meta or {}).get("freq")
+    return seasonality(freq) if freq else 0
+
+
+__all__ = ["FORMAT", "NAMES", "ClassicalMember", "season_of"]

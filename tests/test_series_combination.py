@@ -1,0 +1,99 @@
+"""A forecaster saved as a combination of the searched MoE with AutoETS / AutoTheta: the
+classical members are refitted on each series at forecast time (nothing of them saved but
+their names), their weights come from validation, and the model reloads and forecasts the
+same."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_series_gaps import TINY
+
+import sgem
+from sgem.moe.classical import ClassicalMember
+from sgem.moe.combination import Combination, mixture_quantiles
+
+
+def trend_frame() -> pd.DataFrame:
+    """Yearly series of smooth local trends (what exponential smoothing is made for), of
+    different levels and lengths; networks trained for one step cannot match it."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(40):
+        n = 20 + (i % 4) * 5
+        slope = rng.normal(0.04, 0.02)
+        y = (50 + 40 * i) * np.exp(slope * np.arange(n)) * (1 + rng.normal(0, 0.01, n))
+        ds = pd.date_range("1980-01-01", periods=n, freq="YS")
+        rows.append(pd.DataFrame({"unique_id": f"s{i}", "ds": ds, "y": y}))
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("combination") / "run"
+    frame = trend_frame()
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
+    config = {**TINY, "search": search, "task": {"n_windows": 600, "n_clusters": 3}}
+    model = sgem.fit(frame, horizon=4, context=8, out=out, progress=False, config=config)
+    return model, out, frame
+
+
+def test_classical_members_join_the_saved_forecaster_and_reload(fitted) -> None:
+    model, out, frame = fitted
+    mix = model.combination
+    assert mix is not None and mix.forecasting, model.result["leaderboard"].get("shipped")
+    assert set(mix.names) <= {"AutoETS", "AutoTheta"} and mix.weights.sum() == pytest.approx(1)
+    assert mix.season == 1  # yearly: from the file's frequency
+    doc = json.loads((out / "model" / "model.json").read_text())
+    saved = doc["info"]["combination"]["members"]
+    assert [(m["format"], m["name"]) for m in saved] == [("sgem.classical/1", n) for n in mix.names]
+    assert all(m["spread"] > 0 and m["df"] > 2 for m in saved)  # tails fitted on validation
+    series = [g["y"].to_numpy() for _, g in frame.groupby("unique_id", sort=False)]
+    fc = model.forecast(series, quantiles=(0.1, 0.5, 0.9))
+    assert fc.loc.shape == (40, 4) and np.isfinite(fc.loc).all()
+    assert np.array_equal(fc.point, fc.quantiles[0.5])
+    assert (fc.quantiles[0.1] <= fc.quantiles[0.5]).all()
+    assert (fc.quantiles[0.5] <= fc.quantiles[0.9]).all()
+    again = sgem.load(out).forecast(series, quantiles=(0.1, 0.5, 0.9))
+    np.testing.assert_array_equal(again.quantiles[0.9], fc.quantiles[0.9])
+    # the combination's holdout scores in result.json are what `evaluate` gives on them
+    lb = model.result["leaderboard"]
+    assert "a combination (" in lb["shipped"]["model"]
+
+
+def test_the_mixture_median_lies_between_its_members() -> None:
+    rng = np.random.default_rng(0)
+    outs = [
+        np.stack([rng.normal(size=(5, 3)), np.full((5, 3), s), np.full((5, 3), 5.0)], -1)
+        for s in (0.5, 1.0)
+    ]
+    median = mixture_quantiles(outs, np.array([0.3, 0.7]), (0.5,))[0.5]
+    lo = np.minimum(outs[0][..., 0], outs[1][..., 0]) - 1e-9
+    hi = np.maximum(outs[0][..., 0], outs[1][..., 0]) + 1e-9
+    assert ((median >= lo) & (median <= hi)).all()
+
+
+def test_a_classical_member_forecasts_every_series_even_degenerate_ones() -> None:
+    histories = [np.array([5.0]), np.array([3.0, 3.0, 3.0]), np.linspace(1, 20, 20)]
+    loc, scale = ClassicalMember("AutoETS").forecast(histories, 3, 0)
+    assert loc.shape == (3, 3) and np.isfinite(loc).all() and (scale > 0).all()
+
+
+def test_a_malformed_classical_state_is_refused() -> None:
+    state = {"weights": [0.5, 0.5], "names": ["x"], "scales": [1.0], "loss": "student_t"}
+    with pytest.raises(ValueError, match="unknown classical member"):
+        Combination.from_state(
+            {**state, "members": [{"format": "sgem.classical/1", "name": "os.system"}]}, {}
+        )
+    with pytest.raises(ValueError, match="season"):
+        Combination.from_state(
+            {
+                **state,
+                "season": "12",
+                "members": [{"format": "sgem.classical/1", "name": "AutoETS"}],
+            },
+            {},
+        )
