@@ -130,6 +130,19 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="tables: permutation importance per expert (needs the target column, or NPZ 'y')",
     )
+    export = sub.add_parser(
+        "export",
+        help="write a saved model as one ONNX graph (preprocessing, routing, experts, "
+        "calibration) that onnxruntime runs alone; needs pip install 'sgem[export]'",
+    )
+    export.add_argument("model", help="a run directory (its model/) or a model directory")
+    export.add_argument("--format", choices=["onnx"], default="onnx", help="(default onnx)")
+    export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx")
+    export.add_argument(
+        "--quantiles",
+        default="0.1,0.5,0.9",
+        help="regression / forecast quantiles in the graph, comma-separated (default 0.1,0.5,0.9)",
+    )
     show = sub.add_parser("show", help="print the model card and draw each expert's cell")
     show.add_argument("model", help="a run directory or a model directory")
     show.add_argument(
@@ -298,6 +311,18 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .errors import SgemUserError
+    from .moe.model import load
+
+    try:
+        quantiles = tuple(float(q) for q in args.quantiles.split(","))
+    except ValueError as exc:
+        raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
+    print(load(args.model).export_onnx(args.out, quantiles=quantiles).describe())
+    return 0
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     from .leaderboard import leaderboard_lines
     from .moe.model import load
@@ -385,6 +410,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "show": _show,
     "leaderboard": _leaderboard,
     "explain": _explain,
+    "export": _export,
     "plot": _plot,
     "ops": _ops,
     "download": _download,

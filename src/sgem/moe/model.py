@@ -384,6 +384,14 @@ class SgemModel:
 
         return permutation_importance(self, x, y, n_repeats=n_repeats, seed=seed)
 
+    def export_onnx(self, path: str | os.PathLike, quantiles: Sequence[float] = DEFAULT_QUANTILES):
+        """Write this model as one ONNX graph that onnxruntime runs alone; returns an
+        `ExportInfo` naming its inputs and outputs (`sgem.export`; pip install
+        'sgem[export]')."""
+        from ..export import export_onnx
+
+        return export_onnx(self, path, quantiles=quantiles)
+
     # -- summary ---------------------------------------------------------------------------
     def summary(self) -> str:
         """The model card: experts, their cells, their clusters and sizes, test metrics."""

@@ -129,7 +129,7 @@ HEADS = ("classifier", "student_t")
 
 def student_t_params(raw: torch.Tensor, min_scale: float = 1e-3) -> torch.Tensor:
     """(B, 3H) unconstrained -> (B, H, 3) Student-t (loc, scale > 0, df > 2), as GluonTS."""
-    raw = raw.reshape(len(raw), -1, 3)
+    raw = raw.reshape(raw.shape[0], -1, 3)  # shape[0]: a traced export keeps n free
     scale = min_scale + torch.nn.functional.softplus(raw[..., 1])
     df = 2.0 + torch.nn.functional.softplus(raw[..., 2])
     return torch.stack([raw[..., 0], scale, df], dim=-1)

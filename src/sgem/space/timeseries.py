@@ -88,7 +88,7 @@ class MovingAverage(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == 1:
             return x
-        k, c = self.kernel, x.shape[1]
+        k, c = self.kernel, int(x.shape[1])  # int: an ONNX trace needs the conv's shape
         # a fixed depthwise conv: much faster on CPU than avg_pool1d / replicate padding
         padded = torch.cat([x[..., :1].expand(-1, -1, k - 1), x], dim=-1)
         weight = x.new_full((c, 1, k), 1.0 / k)
@@ -254,7 +254,7 @@ class TimeSeriesNet(nn.Module):
         return sum(p.numel() for p in self.cell.parameters())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.reshape(len(x), -1)
+        x = x.reshape(x.shape[0], -1)  # shape[0]: a traced export keeps n free
         if x.shape[1] != self.context:
             raise ValueError(f"expected context windows of {self.context} steps, got {x.shape}")
         return self.head(self.cell(self.stem(x.unsqueeze(1))))
