@@ -136,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         "calibration) that onnxruntime runs alone; needs pip install 'sgem[export]'",
     )
     export.add_argument("model", help="a run directory (its model/) or a model directory")
-    export.add_argument("--format", choices=["onnx"], default="onnx", help="(default onnx)")
+    export.add_argument("--format", choices=["onnx"], default="onnx", help="the file format")
     export.add_argument("--out", required=True, help="the file to write, e.g. model.onnx")
     export.add_argument(
         "--quantiles",
