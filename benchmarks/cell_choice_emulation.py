@@ -21,7 +21,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ts_main import build_task, load_task_domains, window_bootstrap
+
+from sgem.bench.stats import window_bootstrap
+from sgem.bench.tasks import build_task
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -38,7 +40,6 @@ def main() -> None:
     own_data = json.loads(Path(args.own).read_text())
     champ_rows = json.loads(Path(args.champion).read_text())["rows"]
     cfg = own_data["meta"]["config"]
-    domains = load_task_domains(cfg["task"])
     by = {(r["seed"], r["method"]): r for r in own_data["rows"]}
     out: dict = {"own": args.own, "champion": args.champion, "seeds": {}}
     diffs: dict[str, list[np.ndarray]] = {"vs_geometry": [], "vs_own": []}
@@ -46,7 +47,7 @@ def main() -> None:
         seed = champ["seed"]
         own, geo = by[(seed, "sgem")], by[(seed, "geometry")]
         assert own["assignment"] == champ["assignment"], "the two replays must share a partition"
-        task = build_task(cfg["task"], domains, seed)
+        task = build_task(cfg["task"], seed)
         expert_of = np.asarray(own["assignment"])[task.test.cluster]
         a = np.asarray(own["test_nll_per_window"])
         b = np.asarray(champ["test_nll_per_window"])

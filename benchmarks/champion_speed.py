@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import torch
-from speed import busiest, load_average
 
+from sgem.bench.machine import busiest, load_average
 from sgem.executors import ProcessExecutor
 from sgem.runconfig import build_space, build_task, load_run_config
 from sgem.search.champion import champion_cell

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from speed import busiest, load_average
+from sgem.bench.machine import busiest, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ts_main import window_bootstrap
+
+from sgem.bench.stats import window_bootstrap
 
 
 def paired(base_rows: list[dict], sgem_rows: list[dict], method: str) -> dict | None:

@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ts_main import build_parser, build_task, load_task_domains, scale_config
 
+from sgem.bench.config import scale_defaults
+from sgem.bench.tasks import build_task
 from sgem.moe.expert_fit import ExpertFit, ExpertJob, WarmStart, fit_expert
 from sgem.moe.final_length import resolve_length
 from sgem.moe.reference import score_networks
@@ -113,6 +114,10 @@ def expert_rows(task, trainer, arch, start: WarmStart, assignment, seed, steps, 
     return out
 
 
+def rounded(row: dict) -> dict:
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--small", default=str(RESULTS / "ts_main_offline-seeds0-4.json"))
@@ -123,15 +128,14 @@ def main() -> None:
     p.add_argument("--experts", action="store_true", help="also every expert (module docstring)")
     args = p.parse_args()
     torch.set_num_threads(1)
-    cfg = scale_config(build_parser().parse_args(["--scale", "offline"]))
-    domains = load_task_domains(cfg["task"])
+    cfg = scale_defaults("offline")
     search_cfg = SearchConfig.from_dict(cfg["search"])
     space = build_space(cfg["space"])
     small, large = winners(Path(args.small), args.method), winners(Path(args.large), args.method)
     rule = resolve_length("validation-warm")
     out: dict = {"small": args.small, "large": args.large, "method": args.method, "rows": []}
     for seed in args.seeds:
-        task = build_task(cfg["task"], domains, seed)
+        task = build_task(cfg["task"], seed)
         trainer = Trainer(task, space, search_cfg.train, "cpu")
         cells = {
             "small": Arch.from_key(small[seed]["architectures"][0]),
@@ -178,15 +182,9 @@ def main() -> None:
                     rule,
                 )
             out["rows"].append(row)
-            print(
-                {
-                    k: round(v, 4) if isinstance(v, float) else v
-                    for k, v in row.items()
-                    if k != "experts"
-                }
-            )
+            print(rounded({k: v for k, v in row.items() if k != "experts"}))
             for e in row.get("experts", []):
-                print("   ", {k: round(v, 4) if isinstance(v, float) else v for k, v in e.items()})
+                print("   ", rounded(e))
         print(f"seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
         Path(args.out).write_text(json.dumps(out, indent=1))
     by = {(r["seed"], r["budget"]): r for r in out["rows"]}

@@ -24,9 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ts_main import baseline_setup, build_task, load_task_domains, window_bootstrap
 
 from sgem.baselines.base import make_trainer
+from sgem.bench.methods import baseline_setup
+from sgem.bench.stats import window_bootstrap
+from sgem.bench.tasks import build_task
 from sgem.forecast import split_params, student_t_nll
 from sgem.moe.cluster_gated import train_final_moe
 from sgem.pipeline import build_space
@@ -45,8 +47,8 @@ def step_log_density(moe, task, trainer) -> torch.Tensor:
     return -student_t_nll(loc, scale, df, y.to(loc.dtype)).double()
 
 
-def one_seed(row: dict, cfg: dict, domains: dict, seed: int) -> dict:
-    task = build_task(cfg["task"], domains, seed)
+def one_seed(row: dict, cfg: dict, seed: int) -> dict:
+    task = build_task(cfg["task"], seed)
     search_cfg = SearchConfig.from_dict(cfg["search"])
     space = build_space(cfg["space"])
     assignment = np.asarray(row["assignment"], dtype=np.int64)
@@ -96,12 +98,11 @@ def main() -> None:
     torch.set_num_threads(1)
     saved = json.loads(Path(args.source).read_text())
     cfg = saved["meta"]["config"]
-    domains = load_task_domains(cfg["task"])
     rows = {r["seed"]: r for r in saved["rows"] if r["method"] == args.method}
     t0 = time.perf_counter()
     results = []
     for seed in args.seeds:
-        res = one_seed(rows[seed], cfg, domains, seed)
+        res = one_seed(rows[seed], cfg, seed)
         res["method"] = args.method
         results.append(res)
         m = res["mixture_minus_refit"]

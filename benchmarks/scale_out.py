@@ -45,13 +45,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from sgem.bench.scale_out import add_speedups, plot, search_config, table
 from sgem.data import make_toy_task
 from sgem.executors import RayExecutor, TrainJob, collect, job_seed, submit
 from sgem.latency import LatencyModel
 from sgem.search import SGEM, SearchConfig
 from sgem.space import TabularSpace
-from sgem.surrogate import SurrogateConfig
-from sgem.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CPUS = 16  # logical CPUs of the local Ray; W tasks of CPUS / W each run at once
@@ -66,24 +65,9 @@ OVERHEAD_PHASES = (
 )
 
 
-def search_config(mode: str, args: argparse.Namespace) -> SearchConfig:
-    """The benchmark's search: small enough that the 1-worker runs stay short."""
-    extra = {"batch_size": args.batch, "pipeline": args.depth} if mode == "batch+pipeline" else {}
-    return SearchConfig(
-        n_iterations=args.iterations,
-        n_init=16,
-        pool_size=100,
-        mc_masks=8,
-        routing_steps=20,
-        explore_every=3,
-        explore_groups=2,
-        refit_budget=4,
-        final_candidates=2,
-        finalist_budget=1,
-        # one candidate per Ray task (as on images, where nothing is vectorised)
-        train=TrainConfig(batch_candidates=1),
-        surrogate=SurrogateConfig(epochs_first=args.first_epochs, epochs_refit=args.refit_epochs),
-        **extra,
+def configured(mode: str, args: argparse.Namespace) -> SearchConfig:
+    return search_config(
+        mode, args.iterations, args.batch, args.depth, args.first_epochs, args.refit_epochs
     )
 
 
@@ -115,7 +99,7 @@ def warm_up(executor: RayExecutor, task, space: TabularSpace, workers: int) -> N
 
 
 def run_one(task, space: TabularSpace, mode: str, workers: int, args) -> dict:
-    cfg = search_config(mode, args)
+    cfg = configured(mode, args)
     executor = RayExecutor(
         task,
         space,
@@ -158,32 +142,6 @@ def run_one(task, space: TabularSpace, mode: str, workers: int, args) -> dict:
     return row
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_u, ax_s) = plt.subplots(1, 2, figsize=(9, 3.6))
-    for mode, marker in (("default", "o"), ("batch+pipeline", "s")):
-        sub = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["workers"])
-        w = [r["workers"] for r in sub]
-        ax_u.plot(w, [r["utilisation"] for r in sub], marker=marker, label=mode)
-        ax_s.plot(w, [r["speedup"] for r in sub], marker=marker, label=mode)
-    workers = sorted({r["workers"] for r in rows})
-    ax_s.plot(workers, workers, "k:", label="ideal")
-    ax_u.axhline(0.8, color="grey", lw=0.8, ls="--")
-    for ax, name in ((ax_u, "worker utilisation"), (ax_s, "speed-up vs 1 worker")):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(workers, [str(w) for w in workers])
-        ax.set_xlabel("Ray workers")
-        ax.set_title(name)
-        ax.legend(fontsize=8)
-    ax_u.set_ylim(0, 1.05)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--latency", type=float, default=0.5, help="seconds per candidate")
@@ -211,20 +169,8 @@ def main() -> None:
                 rows.append(run_one(task, space, mode, workers, args))
     finally:
         ray.shutdown()
-    same = {}
-    for mode in args.modes:
-        sub = [r for r in rows if r["mode"] == mode]
-        one = next((r for r in sub if r["workers"] == 1), None)
-        for r in sub:
-            r["speedup"] = round(one["wall_s"] / r["wall_s"], 2) if one else None
-        same[mode] = all(r["search"] == sub[0]["search"] for r in sub)
-    print("\n| mode | workers | wall (s) | speed-up | utilisation | trained |")
-    print("|---|---|---|---|---|---|")
-    for r in sorted(rows, key=lambda r: (r["mode"] != "default", r["workers"])):
-        print(
-            f"| {r['mode']} | {r['workers']} | {r['wall_s']} | {r['speedup']} | "
-            f"{r['utilisation']} | {r['n_trained']} |"
-        )
+    same = add_speedups(rows, args.modes)
+    print("\n" + table(rows))
     print(f"same search at every worker count: {same}")
     report = {
         "latency_s": args.latency,
@@ -239,7 +185,7 @@ def main() -> None:
         "load_average_after": [round(v, 2) for v in os.getloadavg()],
         "benchmark_seconds": round(time.perf_counter() - started, 1),
         "same_search_at_every_worker_count": same,
-        "config": {m: search_config(m, args).to_dict() for m in args.modes},
+        "config": {m: configured(m, args).to_dict() for m in args.modes},
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,28 +32,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-from ts_main import build_task, load_task_domains
+
+from sgem.bench.stats import paired_se, seed_margins, sign_agreement
+from sgem.bench.tasks import build_task
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def validation_nll(row: dict) -> float | None:
-    """The final model's validation NLL: each expert's tracked best, weighted by its
-    validation windows (None when a row has no validation-chosen lengths)."""
-    lengths = [f for f in row.get("final_length") or [] if f]
-    n = sum(f["n_val"] for f in lengths)
-    return sum(f["best_val_nll"] * f["n_val"] for f in lengths) / n if n else None
-
-
-def paired_se(a: np.ndarray, b: np.ndarray) -> float:
-    d = np.asarray(a) - np.asarray(b)
-    return float(d.std(ddof=1) / np.sqrt(len(d)))
-
-
-def sign_agreement(regions: list[dict]) -> str:
-    """In how many regions validation and test prefer the same side, as "k/n"."""
-    agree = sum(np.sign(r["val_margin"]) == np.sign(r["test_margin"]) for r in regions)
-    return f"{agree}/{len(regions)}"
 
 
 def print_regions(title: str, found: dict, extra) -> None:
@@ -67,39 +50,18 @@ def print_regions(title: str, found: dict, extra) -> None:
     print(f"sign agreement validation vs test: {found['sign_agreement']}")
 
 
-def seed_level(rows: list[dict], target: str, other: str) -> list[dict]:
-    """Validation vs test margin of `target` minus `other`, per seed both have."""
-    by = {(r["seed"], r["method"]): r for r in rows}
-    out = []
-    for seed in sorted({r["seed"] for r in rows}):
-        a, b = by.get((seed, target)), by.get((seed, other))
-        if a is None or b is None:
-            continue
-        va, vb = validation_nll(a), validation_nll(b)
-        out.append(
-            {
-                "seed": seed,
-                "val_margin": None if va is None or vb is None else va - vb,
-                "test_margin": a["test_nll"] - b["test_nll"],
-                "test_se": paired_se(a["test_nll_per_window"], b["test_nll_per_window"]),
-            }
-        )
-    return out
-
-
 def region_level(own_path: Path, champion_path: Path, zs: list[float]) -> dict:
     """Own cell vs champion cell per region (module docstring, item 2)."""
     own = json.loads(own_path.read_text())
     champion_rows = json.loads(champion_path.read_text())["rows"]
     cfg = own["meta"]["config"]
-    domains = load_task_domains(cfg["task"])
     by = {(r["seed"], r["method"]): r for r in own["rows"]}
     regions, rules = [], {str(z): [] for z in zs}
     for champ in champion_rows:
         seed = champ["seed"]
         mine = by[(seed, "sgem")]
         assert mine["assignment"] == champ["assignment"], "the two replays must share a partition"
-        task = build_task(cfg["task"], domains, seed)
+        task = build_task(cfg["task"], seed)
         expert_of = np.asarray(mine["assignment"])[task.test.cluster]
         a = np.asarray(mine["test_nll_per_window"])
         b = np.asarray(champ["test_nll_per_window"])
@@ -143,12 +105,11 @@ def cell_pairs(small_path: Path, large_path: Path, method: str = "geometry") -> 
         r["seed"]: r for r in json.loads(large_path.read_text())["rows"] if r["method"] == method
     }
     cfg = small_data["meta"]["config"]
-    domains = load_task_domains(cfg["task"])
     regions, seeds = [], {}
     for seed in sorted(set(small) & set(large)):
         a, b = small[seed], large[seed]
         assert a["assignment"] == b["assignment"], "both budgets route by the same geometry"
-        task = build_task(cfg["task"], domains, seed)
+        task = build_task(cfg["task"], seed)
         expert_of = np.asarray(a["assignment"])[task.test.cluster]
         p, q = np.asarray(a["test_nll_per_window"]), np.asarray(b["test_nll_per_window"])
         choice = p.copy()
@@ -189,7 +150,7 @@ def main() -> None:
     p.add_argument("--out", default=str(RESULTS / "selection_noise.json"))
     args = p.parse_args()
     rows = json.loads(Path(args.runs).read_text())["rows"]
-    seeds = seed_level(rows, "sgem", "geometry")
+    seeds = seed_margins(rows, "sgem", "geometry")
     print("SGEM minus Geometry (16 trainings), final protocol:")
     for s in seeds:
         print(

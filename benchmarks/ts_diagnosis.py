@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import kendalltau, spearmanr
 
 from sgem.baselines import BaselineSetup, best_single_architecture, geometry_partition
+from sgem.bench.stats import rank_agreement
 from sgem.experiment import finish
 from sgem.pipeline import build_space, run_experiment
 from sgem.runconfig import RunConfig, build_task
@@ -80,16 +80,6 @@ def pick_pairs(observations, regions: list[np.ndarray], sizes: np.ndarray, per_r
     return pairs
 
 
-def correlations(search: list[float], final: list[float]) -> dict:
-    if len(search) < 3:
-        return {"n": len(search), "spearman": None, "kendall": None}
-    return {
-        "n": len(search),
-        "spearman": round(float(spearmanr(search, final).statistic), 3),
-        "kendall": round(float(kendalltau(search, final).statistic), 3),
-    }
-
-
 def diagnose(seed: int, runs: Path, per_region: int) -> dict:
     run_dir = runs / f"ts-offline-seed{seed}"
     result = run_experiment("ts-offline", seed=seed, out=run_dir, progress=False)
@@ -118,14 +108,12 @@ def diagnose(seed: int, runs: Path, per_region: int) -> dict:
         final = region_test_nll(trainer, task, arch, regions[r], seed, search.final_steps)
         if final is not None:
             rows.append({"region": r, "arch": arch.key, "search_val": search_loss, "final": final})
-    within = [
-        correlations(
-            [x["search_val"] for x in rows if x["region"] == r],
-            [x["final"] for x in rows if x["region"] == r],
-        )
-        for r in range(len(regions))
-    ]
-    overall = correlations([x["search_val"] for x in rows], [x["final"] for x in rows])
+
+    def agreement(sel: list[dict]) -> dict:
+        return rank_agreement([x["search_val"] for x in sel], [x["final"] for x in sel])
+
+    within = [agreement([x for x in rows if x["region"] == r]) for r in range(len(regions))]
+    overall = agreement(rows)
 
     # (b) final models; (c) clusters moved away from geometry
     setup = BaselineSetup(
@@ -155,9 +143,7 @@ def diagnose(seed: int, runs: Path, per_region: int) -> dict:
             final_steps=search.final_steps,
             crps_samples=cfg.crps_samples,
         ).row(task)
-        models[name] = {
-            key: row.get(key) for key in ("test_nll", "test_crps", "per_domain_test_nll")
-        }
+        models[name] = {k: row.get(k) for k in ("test_nll", "test_crps", "per_domain_test_nll")}
     names = task.meta.get("domain_names")
     moved = [
         {

@@ -21,143 +21,21 @@ forecasters are always copied, so with a `-norefit` replay their rows keep the r
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import platform
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
-from scaling import parse_value
-from ts_main import (
-    REFERENCE,
-    baseline_setup,
-    build_task,
-    load_task_domains,
-    sgem_row,
-    window_bootstrap,
-    write_table,
-)
 
-from sgem.baselines import BaselineSetup
-from sgem.baselines.base import cluster_moe_result, make_trainer
-from sgem.moe.final_length import FINAL_LENGTHS, resolve_length
-from sgem.pipeline import build_space
+from sgem.bench.config import parse_value
+from sgem.bench.machine import machine_info
+from sgem.bench.methods import REFERENCE, baseline_setup
+from sgem.bench.replay import protocol_comparison, replay_saved_row, with_cells_of
+from sgem.bench.tables import write_table
+from sgem.bench.tasks import build_task
+from sgem.moe.final_length import FINAL_LENGTHS
 from sgem.search.config import SearchConfig
-from sgem.search.sgem import SearchResult
-from sgem.space.arch import Arch
-from sgem.store import ObservationStore
-
-
-def differs_for_one_expert(old: str, new: str) -> bool:
-    """Whether a K = 1 MoE (a global network, which warm starts leave unchanged) trains
-    differently under final length `new` than under `old`."""
-    a, b = resolve_length(old), resolve_length(new)
-    if a is None or b is None:
-        return (a is None) != (b is None)
-    return dataclasses.replace(a, warm_start=False) != dataclasses.replace(b, warm_start=False)
-
-
-def replay_row(row: dict, task, setup: BaselineSetup, seed: int) -> dict:
-    """The row's final MoE retrained with `setup.final_length` (same partition, cells)."""
-    assignment = np.asarray(row["assignment"], dtype=np.int64)
-    archs = [Arch.from_key(k) for k in row["architectures"]]
-    out = cluster_moe_result(
-        row["method"],
-        task,
-        setup,
-        assignment,
-        archs,
-        seed,
-        row["n_trained"],
-        time.perf_counter(),
-    )
-    keep = ("oracle_match", "n_trained", "search_seconds", "uses_domain_labels")
-    out |= {k: row[k] for k in keep if k in row}
-    out["seed"] = seed
-    out["replayed_from"] = {"final_length": setup.final_length, "test_nll": row["test_nll"]}
-    return out
-
-
-def replay_sgem(row: dict, task, cfg: dict, setup: BaselineSetup, seed: int) -> dict:
-    """SGEM's row through SGEM's own final stage (`ts_main.sgem_row`: the champion cell
-    where `cfg["search"]` asks for one, then the final MoE) on the saved partition and cells.
-
-    The saved row keeps no candidate store, so the second look over several finalists
-    (`final_check_partitions` > 0) cannot be replayed; with it off, the check judges each
-    expert's own cell (and the champion) only, which needs no store: exactly what a fresh
-    run does."""
-    search_cfg = SearchConfig.from_dict(cfg["search"])
-    if search_cfg.final_check_partitions > 0:
-        raise SystemExit(
-            "replaying SGEM's second look needs the search's candidate store, which a "
-            "ts_main row does not keep: pass --search-set final_check_partitions=0"
-        )
-    if "final_check" in row and "search_architectures" not in row:
-        raise SystemExit(
-            f"seed {seed}: this SGEM row went through a final check that may have changed its "
-            "cells, and it predates `search_architectures` (the search's own cells): replay "
-            "it from a ts_main run made with the current benchmarks/ts_main.py"
-        )
-    assignment = np.asarray(row["assignment"], dtype=np.int64)
-    archs = [Arch.from_key(k) for k in row.get("search_architectures", row["architectures"])]
-    found = SearchResult(
-        assignment=assignment,
-        architectures=archs,
-        routing=np.eye(len(archs))[assignment],
-        trace=[],
-        store=ObservationStore(task.n_clusters),
-        oracle_match=row.get("oracle_match"),
-        n_trained=row.get("search_n_trained", row["n_trained"]),
-        seconds=row.get("search_seconds", 0.0),
-    )
-    t0 = time.perf_counter()
-    trainer = make_trainer(task, setup, "sgem")
-    out = sgem_row(task, cfg, seed, trainer, found, setup.final_length)
-    out["seed"] = seed
-    out["seconds"] = round(row.get("search_seconds", 0.0) + time.perf_counter() - t0, 3)
-    out["replayed_from"] = {
-        "final_length": setup.final_length,
-        "test_nll": row["test_nll"],
-        "sgem_final_stage": True,
-    }
-    return out
-
-
-def with_cells_of(row: dict, rows: list[dict], method: str) -> dict:
-    """`row` with the cells of `method`'s row of the same seed (K copies of a single one)."""
-    donor = next(r for r in rows if r["seed"] == row["seed"] and r["method"] == method)
-    cells = donor["architectures"]
-    k = len(row["architectures"])
-    cells = cells * k if len(cells) == 1 else cells
-    return {**row, "architectures": cells[:k], "method": f"{row['method']}+{method}-cells"}
-
-
-def protocol_comparison(old_rows: list[dict], new_rows: list[dict]) -> dict:
-    """Per method replayed: new minus old test NLL per seed, their mean, and a paired
-    seed-stratified window bootstrap (negative: the new protocol is better)."""
-    old = {(r["seed"], r["method"]): r for r in old_rows}
-    out: dict = {}
-    for method in dict.fromkeys(r["method"] for r in new_rows if "replayed_from" in r):
-        source = method.split("+")[0]  # a --cells-from row compares with its own method's
-        pairs = [
-            (r, old[(r["seed"], source)])
-            for r in new_rows
-            if r["method"] == method and "replayed_from" in r and (r["seed"], source) in old
-        ]
-        diffs = [
-            np.asarray(n["test_nll_per_window"]) - np.asarray(o["test_nll_per_window"])
-            for n, o in pairs
-        ]
-        mean, lo, hi = window_bootstrap(diffs)
-        out[method] = {
-            "per_seed": {str(n["seed"]): n["test_nll"] - o["test_nll"] for n, o in pairs},
-            "old": {str(o["seed"]): o["test_nll"] for _, o in pairs},
-            "new": {str(n["seed"]): n["test_nll"] for n, _ in pairs},
-            "window_nll_diff": {"mean": mean, "ci95": [lo, hi]},
-        }
-    return out
+from sgem.space.registry import build_space
 
 
 def compare(source: Path, new: Path) -> None:
@@ -196,7 +74,7 @@ def main() -> None:
         default=None,
         metavar="KEY=VALUE",
         help="SGEM settings over the saved ones; with any, SGEM rows replay SGEM's own final "
-        "stage (`replay_sgem`), e.g. champion_cells=16 final_check_partitions=0",
+        "stage (`sgem.bench.replay.replay_sgem`), e.g. champion_cells=16 final_check_partitions=0",
     )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
@@ -215,7 +93,6 @@ def main() -> None:
         cfg["search"][key] = parse_value(value)
     seeds = args.seeds or sorted({r["seed"] for r in saved["rows"]})
     methods = args.methods or list(dict.fromkeys(r["method"] for r in saved["rows"]))
-    domains = load_task_domains(cfg["task"])
     space = build_space(cfg["space"])
     search = SearchConfig.from_dict(cfg["search"])
     references = {int(k): v for k, v in saved.get("references", {}).items()}
@@ -223,24 +100,15 @@ def main() -> None:
     rows: list[dict] = []
     t_start = time.perf_counter()
     for seed in seeds:
-        task = build_task(cfg["task"], domains, seed)
+        task = build_task(cfg["task"], seed)
         setup = baseline_setup(cfg, search, space, args.final_length, args.device)
         for row in saved["rows"]:
             if row["seed"] != seed or row["method"] not in methods:
                 continue
             t0 = time.perf_counter()
-            routed = bool(row.get("assignment")) and len(set(row["assignment"])) > 1
-            one_expert = bool(row.get("assignment")) and not routed
-            if routed and args.cells_from:
+            if args.cells_from and len(set(row.get("assignment") or [])) > 1:
                 row = with_cells_of(row, saved["rows"], args.cells_from)
-            if routed and sgem_final and row["method"] == "sgem":
-                new = replay_sgem(
-                    row, task, {**cfg, "final_length": args.final_length}, setup, seed
-                )
-            elif routed or (one_expert and differs_for_one_expert(saved_length, args.final_length)):
-                new = replay_row(row, task, setup, seed)
-            else:
-                new = row
+            new = replay_saved_row(row, task, cfg, setup, seed, saved_length, sgem_final)
             rows.append(new)
             print(
                 f"seed {seed} {row['method']:15s} NLL {row['test_nll']:.4f} -> "
@@ -260,11 +128,7 @@ def main() -> None:
         "wall_seconds": round(time.perf_counter() - t_start, 1),
         "device": args.device,
         "torch_threads": args.threads,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-        },
+        "machine": machine_info(),
     }
     meta["config"] = {**cfg, "final_length": args.final_length}
     write_table(rows, references, meta, Path(args.out))

@@ -1,23 +1,16 @@
-"""The Table cifar_main script's bookkeeping: paired per-seed differences and merging the
-result files of seeds run in separate processes (no training here)."""
+"""The Table cifar_main bookkeeping (`sgem.bench.images_tables`): paired per-seed
+differences and merging the result files of seeds run in separate processes (no training
+here)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "images_main.py"
-
-
-@pytest.fixture(scope="module")
-def images_main():
-    spec = importlib.util.spec_from_file_location("images_main", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from sgem.bench import images_tables
+from sgem.errors import SgemUserError
 
 
 def _row(method: str, seed: int, acc: float) -> dict:
@@ -30,27 +23,27 @@ def _part(rows: list[dict], tag: str, seconds: float) -> dict:
     return {"meta": meta, "summary": {}, "rows": rows}
 
 
-def test_paired_differences_match_seeds(images_main) -> None:
+def test_paired_differences_match_seeds() -> None:
     rows = [_row("sgem", 0, 0.7), _row("random_moe", 0, 0.6), _row("sgem", 1, 0.5)]
     rows += [_row("random_moe", 1, 0.55), _row("darts_x_k", 1, 0.4)]
-    paired = images_main.paired_differences(rows)
+    paired = images_tables.paired_differences(rows)
     assert paired["random_moe"]["n"] == 2 and paired["random_moe"]["wins"] == 1
     assert paired["random_moe"]["diffs"] == pytest.approx([0.1, -0.05])
     assert paired["darts_x_k"]["n"] == 1 and paired["darts_x_k"]["diffs"] == pytest.approx([0.1])
 
 
-def test_combine_merges_disjoint_seeds(images_main, tmp_path: Path) -> None:
+def test_combine_merges_disjoint_seeds(tmp_path: Path) -> None:
     a = [_row("sgem", 0, 0.7), _row("random_moe", 0, 0.6)]
     b = [_row("sgem", 3, 0.8), _row("random_moe", 3, 0.5)]
     (tmp_path / "images_main_a.json").write_text(json.dumps(_part(a, "a", 10.0)))
     (tmp_path / "images_main_b.json").write_text(json.dumps(_part(b, "b", 5.0)))
-    md = images_main.combine(["a", "b"], tmp_path, "ab")
+    md = images_tables.combine(["a", "b"], tmp_path, "ab")
     merged = json.loads((tmp_path / "images_main_ab.json").read_text())
     assert merged["meta"]["seeds"] == [0, 3] and merged["meta"]["wall_seconds"] == 15.0
     assert merged["summary"]["sgem"]["test_accuracy"]["mean"] == pytest.approx(0.75)
     assert "SGEM ahead on 2/2 seeds" in md.read_text()
     (tmp_path / "images_main_c.json").write_text(json.dumps(_part(a, "c", 1.0)))
-    with pytest.raises(SystemExit, match="disjoint seeds"):
-        images_main.combine(["a", "c"], tmp_path, "ac")
-    with pytest.raises(SystemExit, match="does not exist"):
-        images_main.combine(["a", "missing"], tmp_path, "am")
+    with pytest.raises(SgemUserError, match="disjoint seeds"):
+        images_tables.combine(["a", "c"], tmp_path, "ac")
+    with pytest.raises(SgemUserError, match="does not exist"):
+        images_tables.combine(["a", "missing"], tmp_path, "am")

@@ -4,7 +4,6 @@ baseline's rows of another, on the seeds both have (no training here)."""
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,11 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture(scope="module")
 def matched_budget():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports ts_main beside it
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "matched_budget", BENCHMARKS / "matched_budget.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(
+        "matched_budget", BENCHMARKS / "matched_budget.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

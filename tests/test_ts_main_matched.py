@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sgem.bench.config import scale_defaults
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "ts_main.py"
 
 
@@ -44,15 +46,9 @@ def test_matched_needs_sgem_in_the_methods(tmp_path):
 
 def test_context_and_horizon_flags_reach_the_task():
     """Short series (quarterly, yearly) need a shorter window than the preset's 96 + 24."""
-    sys.path.insert(0, str(SCRIPT.parent))  # ts_main imports `scaling` beside it
-    try:
-        import ts_main
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    args = ts_main.build_parser().parse_args(["--context", "32", "--horizon", "8"])
-    task = ts_main.scale_config(args)["task"]
+    task = scale_defaults("smoke", "--context", "32", "--horizon", "8")["task"]
     assert (task["context"], task["horizon"]) == (32, 8)
-    default = ts_main.scale_config(ts_main.build_parser().parse_args([]))["task"]
+    default = scale_defaults("smoke")["task"]
     assert (default["context"], default["horizon"]) == (96, 24)
 
 

@@ -361,6 +361,7 @@ def _stages(
     result |= calibration.result_fields()
     if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
         result |= target_units(task, final)
+    contest.report["stage_seconds"] = clock.report()["stage_seconds"]
     result["leaderboard"] = contest.report
     result["resumed"] = resume
     result["executor"] = executor_kind

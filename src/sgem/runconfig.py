@@ -248,9 +248,13 @@ def build_task_from_config(cfg: Mapping[str, Any], seed: int) -> ClusteredTask:
             return make_timeseries_task(
                 directory, names=domains, seed=seed, name="timeseries", **params
             )
+        if source == "files":  # task.domains: .tsf paths, one domain each (named by the stem)
+            return make_timeseries_task(
+                directory, names=domains, seed=seed, name="timeseries", **params
+            )
         raise SgemUserError(
-            f"unknown time-series source {source!r}; expected 'offline' (the shared stand-ins) "
-            "or 'monash' (the real files in task.directory)"
+            f"unknown time-series source {source!r}; expected 'offline' (the shared stand-ins), "
+            "'monash' (the real files in task.directory) or 'files' (task.domains: .tsf paths)"
         )
     if name == "images":
         return downsample(build_image_task(params, seed), params.get("image_size"))

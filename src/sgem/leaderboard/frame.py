@@ -60,17 +60,47 @@ def leaderboard_lines(report: dict | None) -> list[str]:
         lines.append(f"  clusters sent to the global network: {report['fallback_clusters']}")
     if shipped.get("better_on_validation"):
         lines.append(
-            "  better on validation, not saved (not a network): "
+            "  better on validation than the saved model (not combinable): "
             + ", ".join(shipped["better_on_validation"])
         )
+    lines.extend(stage_lines(report))
     ensemble = report.get("ensemble") or {}
     if ensemble:
         weights = ", ".join(f"{k} {v:.2f}" for k, v in ensemble["weights"].items())
         lines.append(
-            f"  weighted ensemble (reported, not saved): validation NLL "
+            f"  weighted ensemble of every member (reported): validation NLL "
             f"{ensemble['validation_nll']:.4f}, holdout {ensemble['holdout_nll']:.4f} ({weights})"
         )
     return lines
 
 
-__all__ = ["METRICS", "leaderboard_frame", "leaderboard_lines"]
+def stage_lines(report: dict) -> list[str]:
+    """What each stage of the fit cost and gained: the validation NLL after it (the best
+    global network stands for "no search"), its change, and the stage's seconds."""
+    by_name = {r["model"]: (r.get("validation") or {}).get("nll") for r in report["rows"]}
+    seconds = report.get("stage_seconds") or {}
+    networks = [v for k, v in by_name.items() if k.startswith("global network") and v is not None]
+    steps = [
+        ("one global network (no search)", min(networks) if networks else None, None),
+        ("search + final MoE", by_name.get("sgem MoE (searched)"), ("search", "final_stage")),
+        ("selective routing", by_name.get("saved model (selective routing)"), None),
+    ]
+    if "saved model (combination)" in by_name:
+        steps.append(("combination", by_name["saved model (combination)"], None))
+    if "selective-routing MoE (before the combination)" in by_name:
+        steps[2] = (steps[2][0], by_name["selective-routing MoE (before the combination)"], None)
+    lines, before = ["  stages (validation NLL after each, its change, seconds):"], None
+    for name, nll, timed in steps:
+        if nll is None:
+            continue
+        change = "" if before is None else f"  {nll - before:+.4f}"
+        spent = sum(seconds.get(k, 0.0) for k in timed or ())
+        took = f"  {spent:.1f} s" if spent else ""
+        lines.append(f"    {name:32s} {nll:9.4f}{change}{took}")
+        before = nll
+    if seconds.get("leaderboard"):
+        lines.append(f"    {'references and leaderboard':32s} {seconds['leaderboard']:.1f} s")
+    return lines if len(lines) > 1 else []
+
+
+__all__ = ["METRICS", "leaderboard_frame", "leaderboard_lines", "stage_lines"]
