@@ -217,7 +217,7 @@ def classical_members(task: ClusteredTask) -> list[Member]:
     )
     from ..moe.classical import ClassicalMember
 
-    seasons = _seasons(task, _x(task.val)), _seasons(task, _x(task.test))
+    seasons = _seasons(task, task.val), _seasons(task, task.test)
     for name in ("AutoETS", "AutoTheta"):
         if fence_passed():
             members.append(Member(name, "classical", None, None, note="skipped: budget ended"))
@@ -245,14 +245,23 @@ def classical_members(task: ClusteredTask) -> list[Member]:
     return members
 
 
-def _seasons(task: ClusteredTask, x: np.ndarray) -> np.ndarray:
-    """Each window's seasonal period: the file's frequency where the task knows it, else
-    the context's own autocorrelation (`choose_seasons`), as a saved combination does."""
+def _seasons(task: ClusteredTask, split: Split) -> np.ndarray:
+    """Each window's seasonal period: the file's frequency where the task knows it (a
+    user's file: `freq`; a benchmark's domains: `seasonality` per domain), else the
+    context's own autocorrelation (`choose_seasons`), as a saved combination does."""
     from ..baselines.seasonal_naive import choose_seasons
+    from ..forecast import task_seasons
     from ..moe.classical import season_of
 
-    season = season_of(task.meta if isinstance(task.meta, dict) else None)
-    return np.full(len(x), season, dtype=np.int64) if season else choose_seasons(x)
+    meta = task.meta if isinstance(task.meta, dict) else {}
+    season = season_of(meta)
+    if season:
+        return np.full(len(split.y), season, dtype=np.int64)
+    per_domain = np.atleast_1d(np.asarray(task_seasons(task), dtype=np.int64))
+    source = np.asarray(split.source)
+    if meta.get("seasonality") is not None and source.max(initial=0) < len(per_domain):
+        return per_domain[source]
+    return choose_seasons(_x(split))
 
 
 def _classical(ref, task: ClusteredTask, part: str, horizon: int, season: np.ndarray) -> np.ndarray:
