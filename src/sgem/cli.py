@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--experts",
         default=None,
-        help="K experts (default 2; series 4), or 'auto': the best of 2, 3, 4 on validation",
+        help="K experts (default 2; series 4; a table with --time-budget: K grows from 2 "
+        "while validation gains and the budget lasts), or 'auto': the best of 2, 3, 4",
     )
     fit.add_argument("--time-budget", default=None, help="e.g. 10m, 2h: plan the search to it")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

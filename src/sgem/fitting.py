@@ -188,7 +188,14 @@ def fit(
             result = fit_auto_experts(data, out, execution=execution, started=started, **options)
         else:
             run = fit_config(data, n_experts=_experts(n_experts), **options)
-            result = run_config(run, out, **execution, started=started)
+            # K chosen on validation within the budget
+            if grows_experts(run, n_experts, options.get("config")):
+                first = AUTO_EXPERTS[0]
+                result = fit_auto_experts(
+                    data, out, execution, (first, *range(first + 1, 9)), started, True, **options
+                )
+            else:
+                result = run_config(run, out, **execution, started=started)
     except BaseException:
         forget(written, out)  # a fit refused before the run claimed `out` leaves nothing
         raise
@@ -212,71 +219,153 @@ def fit_auto_experts(
     execution: dict | None = None,
     candidates: tuple[int, ...] = AUTO_EXPERTS,
     started: float | None = None,
+    grow: bool = False,
     **options: Any,
 ) -> dict:
-    """Choose K among `candidates` on measured validation loss, with the same search
-    budget per K (a time budget is split evenly). `execution`: run_config's progress /
-    executor / workers / ray_address / gpus_per_task.
+    """Choose K among `candidates` on measured validation loss. `execution`: run_config's
+    progress / executor / workers / ray_address / gpus_per_task; `started`: the caller's
+    `time.perf_counter()`, so the whole choice keeps a time budget.
 
-    A time budget is shared: each K gets an equal part of what is left when it starts
-    (`started`: the caller's `time.perf_counter()`), so the whole choice keeps the budget.
-    A K whose search leaves an expert without a cluster is saved without it and reported with
-    the experts it really uses (`n_experts_used`).
+    `grow=False` (`--experts auto`): every K runs, each in `out/experts-K` with an equal
+    part of the budget left when it starts (a K that ends early leaves its rest to the next).
+    `grow=True` (a budgeted table fit without --experts): the first K runs in `out` itself
+    with the whole budget, as a fixed-K fit would; each next K runs, with all that is left,
+    only while the last one gained on validation and the rest of the budget holds it
+    (estimated from the last K's wall clock). Why: a planned search ends when its configured
+    iterations are done, often at a fraction of the budget, and K is what the rest buys
+    most reliably (`sgem.budget`).
 
-    Each K is a full run in `out/experts-K` (resumable on its own); the winner is the K whose
-    returned regions have the lowest validation loss, weighted by region size (the measured
-    objective the search itself selects on, so K is compared on held-out data, never test).
-    Its model is copied to `out/model` and its result.json to `out/result.json` with an
-    `experts_auto` report of every K.
-    """
+    The winner is the K whose returned regions have the lowest validation loss, weighted by
+    region size (the measured objective the search itself selects on: never test). Its
+    model is copied to `out/model` and its result.json to `out/result.json` with an
+    `experts_auto` report of every K. A K whose search leaves an expert without a cluster is
+    reported with the experts it really uses (`n_experts_used`)."""
     import json
     import shutil
     import time
 
-    import numpy as np
-
+    from .budget import parse_duration
     from .pipeline import run_config
 
     out = Path(out)
     started = time.perf_counter() if started is None else started
-    budget = options.pop("time_budget", None)
-    if budget is not None:
-        from .budget import parse_duration
-
-        budget = parse_duration(budget) / len(candidates)
-    report, best = [], None
+    total = options.pop("time_budget", None)
+    total = None if total is None else parse_duration(total)
+    report: list[dict] = []
+    best: tuple[float, int, dict, Path] | None = None
+    stop = "every candidate K ran"
     for i, k in enumerate(candidates):
-        run = fit_config(data, n_experts=k, time_budget=budget, **options)
-        # the i-th K's budget starts at i parts in; an earlier K's overrun is charged to it
-        spent = time.perf_counter() - started
-        begun = time.perf_counter() - max(0.0, spent - i * budget) if budget else None
-        result = run_config(run, out / f"experts-{k}", **(execution or {}), started=begun)
-        losses = np.asarray(
-            [np.nan if v is None else v for v in result["region_val_losses"]], dtype=float
-        )
-        sizes = np.bincount(result["routing"], weights=result["cluster_sizes"], minlength=k)
-        used = ~np.isnan(losses)
-        val_loss = float((losses[used] * sizes[used]).sum() / sizes[used].sum())
-        used_k = len(set(result["routing"]))
+        begun = started if i == 0 else time.perf_counter()
+        left = None if total is None else total - (begun - started)
+        if grow and i > 0:
+            why_not = _why_not_grow(report, left, k)
+            if why_not:
+                stop = why_not
+                break
+        budget = left if grow or left is None else left / (len(candidates) - i)
+        rundir = out if grow and i == 0 else out / f"experts-{k}"
+        try:
+            run = fit_config(data, n_experts=k, time_budget=budget, **options)
+            result = run_config(run, rundir, **(execution or {}), started=begun)
+        except SgemUserError as exc:
+            if not report:
+                raise
+            if rundir != out and not (rundir / "result.json").exists():
+                shutil.rmtree(rundir, ignore_errors=True)  # refused: nothing of it is kept
+            stop = f"K={k} did not fit the {budget or 0:.0f} s left ({exc})"
+            break
+        val_loss = _validation_loss(result, k)
         report.append(
             {
                 "n_experts": k,
-                "n_experts_used": used_k,
+                "n_experts_used": len(set(result["routing"])),
+                "n_clusters": len(result["routing"]),
                 "validation_loss": val_loss,
                 "test_nll": result["test_nll"],
+                "seconds": round(time.perf_counter() - begun, 1),
+                "budget_seconds": None if budget is None else round(budget, 1),
             }
         )
         if best is None or val_loss < best[0]:
-            best = (val_loss, k, result)
+            best = (val_loss, k, result, rundir)
     assert best is not None
-    _, k, result = best
-    result = {**result, "experts_auto": {"chosen": k, "candidates": report}}
+    _, k, result, rundir = best
+    result = {
+        **result,
+        "experts_auto": {"chosen": k, "candidates": report, "why_it_stopped": stop},
+    }
     result["wall_seconds"] = round(time.perf_counter() - started, 3)  # every K's run
-    if (out / "model").exists():
-        shutil.rmtree(out / "model")
-    shutil.copytree(out / f"experts-{k}" / "model", out / "model")
+    if total is not None and len(report) > 1 and isinstance(result.get("time_budget"), dict):
+        tried = ", ".join(str(r["n_experts"]) for r in report)
+        result["time_budget"] = {
+            **result["time_budget"],
+            "budget_seconds": total,
+            "why_it_ended": f"{result['time_budget'].get('why_it_ended')} (K = {k}'s run); "
+            f"K = {tried} tried in {result['wall_seconds']:.0f} s of {total:.0f} s ({stop}), "
+            f"K = {k} chosen on validation",
+        }
+    if rundir != out:
+        if (out / "model").exists():
+            shutil.rmtree(out / "model")
+        shutil.copytree(rundir / "model", out / "model")
     (out / "result.json").write_text(json.dumps(result, indent=2, default=str))
     return result
 
 
-__all__ = ["AUTO_EXPERTS", "KINDS", "fit", "fit_auto_experts", "fit_config", "infer_kind"]
+#: the least budget a next K is started with, as a share of the last K's wall clock scaled
+#: by K_next / K_last: its plan fits its search into what is left (`sgem.budget`), and below
+#: about half the last K's effort its search is too small to compete on validation
+GROW_MARGIN = 0.6
+
+
+def _why_not_grow(report: list[dict], left: float | None, k: int) -> str | None:
+    """Why a growing K choice stops before trying `k` (None: try it): the last K did not
+    gain on validation, `k` exceeds half the clusters, or less is left than `GROW_MARGIN`
+    of the last K's time (scaled by K)."""
+    if len(report) >= 2 and report[-1]["validation_loss"] >= report[-2]["validation_loss"]:
+        return f"K={report[-1]['n_experts']} did not gain on validation"
+    if k > report[-1]["n_clusters"] // 2:  # an expert should own two clusters on average
+        return f"K={k} is more than half of the {report[-1]['n_clusters']} clusters"
+    if left is None:
+        return None
+    need = GROW_MARGIN * report[-1]["seconds"] * k / report[-1]["n_experts"]
+    if left < need:
+        return f"K={k} needs about {need:.0f} s, {max(left, 0.0):.0f} s were left"
+    return None
+
+
+def _validation_loss(result: dict, k: int) -> float:
+    """The size-weighted validation loss of a run's returned regions."""
+    import numpy as np
+
+    losses = np.asarray(
+        [np.nan if v is None else v for v in result["region_val_losses"]], dtype=float
+    )
+    sizes = np.bincount(result["routing"], weights=result["cluster_sizes"], minlength=k)
+    used = ~np.isnan(losses)
+    return float((losses[used] * sizes[used]).sum() / sizes[used].sum())
+
+
+def grows_experts(run: dict, n_experts: int | str | None, config: Any = None) -> bool:
+    """Whether a fit chooses K by growing it within its budget: a budgeted table fit whose
+    K the user left open (no --experts, none in the --config override `config`)."""
+    from .pipeline import read_config_file
+
+    override = config if config is None or isinstance(config, dict) else read_config_file(config)
+    return (
+        n_experts is None
+        and run.get("time_budget") is not None
+        and run["task"].get("name") == "table"
+        and "n_experts" not in ((override or {}).get("search") or {})
+    )
+
+
+__all__ = [
+    "AUTO_EXPERTS",
+    "KINDS",
+    "fit",
+    "fit_auto_experts",
+    "fit_config",
+    "grows_experts",
+    "infer_kind",
+]

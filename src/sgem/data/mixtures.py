@@ -9,6 +9,10 @@ own pair of classes (2g, 2g + 1) and a labelling rule that cycles through three 
   function around the region's centre;
 * ``parabola``: above or below a parabola in the group's rotated frame: a squared feature.
 
+``xor`` (same or opposite signs of the two rotated coordinates: a product of features, no
+single half-plane or radius separates it) is not in the default cycle; `sample_mixture`
+takes it through `kinds`.
+
 With K = 2 the groups are the toy's linear cloud and ring. The oracle partition is the
 group of each cluster's majority source (every group its own expert). By default the task
 has M = 10 K k-means clusters and 1000 points per group (~100 per cluster, as the toy at
@@ -24,6 +28,8 @@ from .build import build_task
 from .task import ClusteredTask
 
 KINDS = ("linear", "ring", "parabola")
+#: every labelling rule `_sample_group` draws (the default cycle is `KINDS`)
+ALL_KINDS = (*KINDS, "xor")
 
 
 def group_layout(n_groups: int, spacing: float = 12.0) -> np.ndarray:
@@ -55,15 +61,23 @@ def _sample_group(
     elif kind == "parabola":
         local = rng.normal(0.0, 1.5, size=(n, 2))
         y = (local[:, 1] > 0.5 * local[:, 0] ** 2 - 1.0).astype(np.int64)
+    elif kind == "xor":
+        local = rng.normal(0.0, 1.5, size=(n, 2))
+        y = (local[:, 0] * local[:, 1] > 0).astype(np.int64)
     else:
-        raise ValueError(f"unknown kind {kind!r}; kinds are {list(KINDS)}")
+        raise ValueError(f"unknown kind {kind!r}; kinds are {list(ALL_KINDS)}")
     return local @ rot.T + centre, y
 
 
 def sample_mixture(
-    n_groups: int, n_per_group: int, rng: np.random.Generator, layout_seed: int
+    n_groups: int,
+    n_per_group: int,
+    rng: np.random.Generator,
+    layout_seed: int,
+    kinds: tuple[str, ...] = KINDS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw (x, y, source) for `n_groups` groups of `n_per_group` points each.
+    """Draw (x, y, source) for `n_groups` groups of `n_per_group` points each; group g
+    follows rule `kinds[g % len(kinds)]`.
 
     The geometry (rotations) comes from `layout_seed`, so the training and test draws
     share it; the points come from `rng`."""
@@ -71,7 +85,7 @@ def sample_mixture(
     thetas = stream_rng(layout_seed, Stream.MIXTURE_LAYOUT).uniform(0.0, 2.0 * np.pi, n_groups)
     xs, ys, src = [], [], []
     for g in range(n_groups):
-        kind = KINDS[g % len(KINDS)]
+        kind = kinds[g % len(kinds)]
         theta = 0.0 if n_groups == 2 else thetas[g]
         x, y = _sample_group(kind, n_per_group, centres[g], theta, rng)
         xs.append(x)
@@ -111,4 +125,4 @@ def make_mixture_task(
     return task
 
 
-__all__ = ["KINDS", "group_layout", "make_mixture_task", "sample_mixture"]
+__all__ = ["ALL_KINDS", "KINDS", "group_layout", "make_mixture_task", "sample_mixture"]

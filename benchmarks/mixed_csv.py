@@ -1,0 +1,199 @@
+"""`sgem fit` on a CSV of three mixed structures (linear, ring, XOR; 6 classes; two noise
+columns; the structure is not a column) beside the Python-API search on the same rows, and
+how a budgeted fit uses its budget. Per seed, side by side: `sgem fit --experts 3`,
+`--time-budget 3m` (K chosen within the budget), `--time-budget 3m --experts 2` (what that
+fit ran before), and the API (`build_task` on the raw columns, M = 30, toy preset,
+`SearchConfig(n_experts=3)`, `train_final_moe`); 1000 rows per structure, a fresh 500 to test.
+
+Recovery, on the test points under the *searched* partition (cluster -> expert): experts
+matched one-to-one to structures maximising matched points (Hungarian); `recovery` =
+matched / all points; `recovered`: every structure has >= 90 % of its test points on its
+matched expert. Accuracy: the saved model's (the API: the final MoE's) on the test file.
+
+    python benchmarks/mixed_csv.py --seeds 0 1 2 3 4        # -> results/mixed_csv.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+RESULTS = Path(__file__).resolve().parent / "results"
+KINDS = ("linear", "ring", "xor")
+#: part -> `sgem fit` flags ("api": the Python-API search)
+FITS = {
+    "experts3": ["--experts", "3"],
+    "budget3m": ["--time-budget", "3m"],
+    "budget3m_k2": ["--time-budget", "3m", "--experts", "2"],
+}
+PARTS = (*FITS, "api")
+
+
+def write_csv(seed: int, root: Path) -> tuple[Path, Path]:
+    """train.csv (x1, x2, noise1, noise2, label) and test.csv (the same + structure)."""
+    from sgem.data.mixtures import sample_mixture
+
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, n, stream in (("train", 1000, 0), ("test", 500, 1)):
+        rng = np.random.default_rng([seed, stream, 32])
+        x, y, source = sample_mixture(3, n, rng, layout_seed=seed, kinds=KINDS)
+        noise = rng.normal(0.0, 1.0, size=(len(x), 2))
+        frame = pd.DataFrame(np.c_[x, noise], columns=["x1", "x2", "noise1", "noise2"])
+        frame["label"] = y
+        frame["structure"] = source  # dropped from train.csv below
+        frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+        paths.append(root / f"{name}.csv")
+        frame.drop(columns=[] if name == "test" else ["structure"]).to_csv(paths[-1], index=False)
+    return paths[0], paths[1]
+
+
+def recovery(structure: np.ndarray, expert: np.ndarray) -> dict:
+    """Hungarian-matched share of test points per structure (module docstring)."""
+    from scipy.optimize import linear_sum_assignment
+
+    n_s = int(structure.max()) + 1
+    counts = np.zeros((n_s, int(expert.max()) + 1))
+    np.add.at(counts, (structure, expert), 1)
+    rows, cols = linear_sum_assignment(counts, maximize=True)
+    per = np.zeros(n_s)
+    per[rows] = counts[rows, cols] / counts[rows].sum(1)
+    return {
+        "recovery": round(float(counts[rows, cols].sum() / len(structure)), 4),
+        "per_structure": [round(float(v), 4) for v in per],
+        "recovered": bool((per >= 0.9).all()),
+    }
+
+
+def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) -> dict:
+    import sgem
+
+    cmd = ["sgem", "fit", str(train), "--target", "label", "--seed", str(seed)]
+    cmd += ["--out", str(out), "--quiet", *flags]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start  # the whole command, process start included
+    if proc.returncode != 0:
+        return {"command": " ".join(cmd), "error": (proc.stderr or proc.stdout)[-800:]}
+    result = json.loads((out / "result.json").read_text())
+    model = sgem.load(out / "model")
+    frame = pd.read_csv(test)
+    x = frame.drop(columns=["label", "structure"])
+    searched = np.asarray(result["routing"])[model.route(x).cluster]
+    budget = result.get("time_budget") or {}
+    return {
+        "command": " ".join(cmd),
+        "K": len(set(result["routing"])),
+        "M": len(result["routing"]),
+        **recovery(frame["structure"].to_numpy(), searched),
+        "accuracy": round(float(np.mean(model.predict(x) == frame["label"].to_numpy())), 4),
+        "wall_seconds": round(wall, 1),
+        "budget_seconds": budget.get("budget_seconds"),
+        "why_it_ended": budget.get("why_it_ended"),
+        "n_iterations": budget.get("n_iterations"),
+        "experts_auto": result.get("experts_auto"),
+    }
+
+
+def api_search(train: Path, test: Path, seed: int) -> dict:
+    """The Python API's search on the same rows: raw columns, M = 30, the toy preset."""
+    import torch
+
+    from sgem.data.build import build_task
+    from sgem.moe.cluster_gated import train_final_moe
+    from sgem.pipeline import build_space, load_config
+    from sgem.search import SGEM, SearchConfig
+
+    start = time.perf_counter()
+    cfg = load_config("toy")
+    torch.set_num_threads(int(cfg["torch_threads"]))
+    tr, te = pd.read_csv(train), pd.read_csv(test)
+    cols = ["x1", "x2", "noise1", "noise2"]
+    test_split = (te[cols].to_numpy(np.float32), te["label"].to_numpy(), te["structure"].to_numpy())
+    x, y = tr[cols].to_numpy(np.float32), tr["label"].to_numpy()
+    task = build_task(x, y, n_clusters=30, test=test_split, seed=seed, name="mixed")
+    search_cfg = SearchConfig.from_dict({**cfg["search"], "n_experts": 3})
+    search = SGEM(build_space(cfg["space"]), search_cfg, seed=seed, progress=False)
+    found = search.fit(task)
+    a, archs = found.assignment, found.architectures
+    _, report = train_final_moe(task, search.trainer_, a, archs, search_cfg.final_steps, seed)
+    expert = np.asarray(a)[task.test.cluster]
+    return {
+        "K": len(set(found.assignment.tolist())),
+        "M": int(task.n_clusters),
+        **recovery(task.test.source, expert),
+        "accuracy": round(float(report.to_json()["test_accuracy"]), 4),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    p.add_argument("--runs", default="/tmp/sgem-mixed-csv", help="run directories")
+    p.add_argument("--out", default=str(RESULTS / "mixed_csv.json"), help="the JSON")
+    args = p.parse_args()
+    runs, rows = Path(args.runs), []
+    for seed in args.seeds:
+        train, test = write_csv(seed, runs / f"data-seed{seed}")
+        row: dict = {"seed": seed}
+        for part, flags in FITS.items():
+            if part in args.parts:
+                row[part] = user_fit(train, test, runs / f"{part}-seed{seed}", seed, flags)
+        if "api" in args.parts:
+            row["api"] = api_search(train, test, seed)
+        rows.append(row)
+        for part in args.parts:
+            r = row[part]
+            keys = ("K", "recovery", "per_structure", "accuracy", "wall_seconds", "error")
+            print(f"seed {seed} {part:11s}", *(f"{k} {r[k]}" for k in keys if k in r), flush=True)
+        save(rows, args)
+
+
+def flat(rows: list[dict]) -> list[dict]:
+    """One row per (seed, part) for RESULTS.md."""
+    keys = ("K", "recovery", "recovered", "accuracy", "wall_seconds", "budget_seconds")
+    parts = [(r["seed"], p, v) for r in rows for p, v in r.items() if p != "seed"]
+    return [{"seed": s, "part": p, **{k: v.get(k) for k in keys}} for s, p, v in parts]
+
+
+def save(rows: list[dict], args: argparse.Namespace) -> None:
+    """The JSON so far (after every seed)."""
+    git = ["git", "rev-parse", "--short", "HEAD"]
+    commit = subprocess.run(git, capture_output=True, text=True).stdout.strip()
+    summary = {
+        part: {
+            "recovered_seeds": sum(bool(r[part].get("recovered")) for r in rows),
+            **{
+                f"mean_{key}": round(float(np.mean([r[part].get(key, np.nan) for r in rows])), 4)
+                for key in ("accuracy", "wall_seconds")
+            },
+        }
+        for part in args.parts
+    }
+    doc = {
+        "what": "sgem fit on a CSV of linear / ring / XOR structures vs the Python-API search",
+        "date": datetime.date.today().isoformat(),
+        "commit": commit,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "seeds": args.seeds,
+        "summary": summary,
+        "table": flat(rows),
+        "runs": rows,
+    }
+    Path(args.out).write_text(json.dumps(doc, indent=1, default=str))
+    print(json.dumps(summary), f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()

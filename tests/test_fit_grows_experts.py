@@ -1,0 +1,64 @@
+"""A budgeted table fit without --experts chooses K on validation within its budget: K grows
+from 2 while the last K gained and the budget left holds the next one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from helpers import TINY_SEARCH
+
+import sgem
+from sgem.fitting import _why_not_grow, grows_experts
+
+
+def _row(k: int, loss: float, seconds: float = 10.0, m: int = 20) -> dict:
+    return {"n_experts": k, "validation_loss": loss, "seconds": seconds, "n_clusters": m}
+
+
+def test_growth_goes_on_while_validation_gains_and_the_budget_holds_the_next_k() -> None:
+    assert _why_not_grow([_row(2, 0.5)], left=100.0, k=3) is None
+    assert _why_not_grow([_row(2, 0.5), _row(3, 0.4)], left=100.0, k=4) is None
+    assert "did not gain" in _why_not_grow([_row(2, 0.5), _row(3, 0.5)], left=100.0, k=4)
+    # K=2 took 10 s: K=3 starts with at least 0.6 * 10 * 3 / 2 = 9 s
+    assert "needs about 9 s" in _why_not_grow([_row(2, 0.5)], left=8.0, k=3)
+    assert _why_not_grow([_row(2, 0.5)], left=9.5, k=3) is None
+    assert "half of the 4 clusters" in _why_not_grow([_row(2, 0.5, m=4)], left=100.0, k=3)
+
+
+def test_only_a_budgeted_table_fit_with_k_left_open_grows() -> None:
+    table = {"task": {"name": "table"}, "search": {}, "time_budget": 60.0}
+    assert grows_experts(table, None)
+    assert not grows_experts(table, 3)
+    assert not grows_experts({**table, "time_budget": None}, None)
+    assert not grows_experts(table, None, config={"search": {"n_experts": 2}})
+    assert not grows_experts({**table, "task": {"name": "series"}}, None)
+
+
+def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-4, 1, (300, 2)), rng.normal(4, 1, (300, 2))]
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
+    frame["label"] = np.where(x[:, 0] > x[:, 1], "p", "n")
+    path = tmp_path / "train.csv"
+    frame.to_csv(path, index=False)
+    config = {"search": {**TINY_SEARCH, "n_iterations": 1}}
+    out = tmp_path / "run"
+    model = sgem.fit(
+        path,
+        target="label",
+        out=out,
+        progress=False,
+        config=config,
+        time_budget=120,
+        n_clusters=6,
+        executor="inline",
+    )
+    auto = model.result["experts_auto"]
+    tried = [row["n_experts"] for row in auto["candidates"]]
+    assert tried[:2] == [2, 3] and auto["chosen"] in tried  # K=4 > 6 // 2 is never tried
+    assert "chosen on validation" in model.result["time_budget"]["why_it_ended"]
+    saved = json.loads((out / "result.json").read_text())
+    assert saved["experts_auto"]["chosen"] == auto["chosen"]
+    assert model.spec.n_experts >= 1 and (out / "config.yaml").exists()  # out: K=2's run
