@@ -29,6 +29,10 @@ LOCK = "run.lock"
 INPUT = "input"
 
 
+#: the fix for a run directory whose files are damaged
+_FIX = "restore it from a copy, or delete the run directory and run again"
+
+
 class RunDirectoryError(SgemUserError):
     """The directory cannot hold this run (another run's files, corrupt files, ...)."""
 
@@ -87,8 +91,10 @@ class RunDirectory:
     def read_config(self) -> dict:
         try:
             data = yaml.safe_load(self.file(CONFIG).read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise RunDirectoryError(f"{self.file(CONFIG)} is unreadable or corrupt: {exc}") from exc
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
+            raise RunDirectoryError(
+                f"{self.file(CONFIG)} is unreadable or corrupt: {exc}; {_FIX}"
+            ) from exc
         if not isinstance(data, dict):
             raise RunDirectoryError(f"{self.file(CONFIG)} does not hold a run configuration")
         return data
@@ -209,13 +215,38 @@ class RunDirectory:
 
     def read_result(self) -> dict:
         try:
-            return json.loads(self.file(RESULT).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise RunDirectoryError(f"{self.file(RESULT)} is unreadable or corrupt: {exc}") from exc
+            result = json.loads(self.file(RESULT).read_text())
+        except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON / UTF-8
+            raise RunDirectoryError(
+                f"{self.file(RESULT)} is unreadable or corrupt: {exc}; {_FIX}"
+            ) from exc
+        if not isinstance(result, dict):
+            raise RunDirectoryError(f"{self.file(RESULT)} does not hold a run's result; {_FIX}")
+        return result
 
     def read_trace(self) -> list[dict]:
-        lines = self.file(TRACE).read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        """The trace's rows; a torn final line (a kill during its append) is skipped, a
+        corrupt line before it is refused."""
+        try:
+            text = self.file(TRACE).read_text()
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            raise RunDirectoryError(f"{self.file(TRACE)} is unreadable: {exc}; {_FIX}") from exc
+        lines = [line for line in text.splitlines() if line.strip()]
+        rows = []
+        for i, line in enumerate(lines):
+            try:
+                rows.append(json.loads(line))
+                if not isinstance(rows[-1], dict):
+                    raise RunDirectoryError(
+                        f"{self.file(TRACE)} line {i + 1} is not a JSON object; {_FIX}"
+                    )
+            except (json.JSONDecodeError, RecursionError) as exc:
+                if i == len(lines) - 1:
+                    break  # torn by a kill mid-append
+                raise RunDirectoryError(
+                    f"{self.file(TRACE)} line {i + 1} is corrupt: {exc}"
+                ) from exc
+        return rows
 
 
 def _read_lock(file: Path) -> dict | None:

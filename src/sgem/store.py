@@ -106,22 +106,45 @@ _COMPLETED = (
 )
 
 
-def _first_per_key(rows: list) -> dict[tuple[Arch, str], Observation]:
-    """Rows of `_COMPLETED` as observations, the first completion of each (arch, mask)."""
+def _first_per_key(rows: list, path: Path | None, m: int) -> dict[tuple[Arch, str], Observation]:
+    """Rows of `_COMPLETED` as observations, the first completion of each (arch, mask); a
+    row a buggy writer or a damaged file left malformed is refused as a corrupt store."""
     out: dict[tuple[Arch, str], Observation] = {}
     for row in rows:
-        obs = Observation(
-            Arch.from_json(row[0]),
-            mask_from_str(row[1]),
-            np.array(json.loads(row[2])),
-            row[3],
-            row[4],
-            row[5],
-            row[6],
-            row[7] or "cpu",
-        )
+        try:
+            obs = _observation(row, m)
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+            where = path or Path(":memory:")
+            raise _corrupt(where, f"a completed training is malformed: {exc}") from exc
         out.setdefault(obs.key, obs)
     return out
+
+
+def _observation(row: tuple, m: int) -> Observation:
+    arch = Arch.from_json(json.loads(row[0]) if isinstance(row[0], str) else row[0])
+    if not all(isinstance(op, str) for op in arch.ops) or not all(
+        type(i) is int for i in arch.inputs
+    ):
+        raise ValueError(f"architecture {row[0]!r} is not names and input indices")
+    if not isinstance(row[1], str) or len(row[1]) != m or set(row[1]) - {"0", "1"}:
+        raise ValueError(f"mask {row[1]!r} is not {m} characters 0/1")
+    losses = json.loads(row[2]) if isinstance(row[2], str) else None
+    if not isinstance(losses, list) or len(losses) != m:
+        raise ValueError(f"losses {row[2]!r} are not a list of {m} numbers")
+    if not all(type(v) in (int, float) for v in losses):
+        raise ValueError(f"losses {row[2]!r} are not all numbers")
+    if type(row[3]) not in (int, float, type(None)) or type(row[6]) is not int:
+        raise ValueError("seconds or iteration is not a number")
+    return Observation(
+        arch,
+        mask_from_str(row[1]),
+        np.array(losses, dtype=np.float64),
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7] or "cpu",
+    )
 
 
 def _check_meta(
@@ -148,7 +171,10 @@ def _check_meta(
                 else ""
             )
         )
-    if n_clusters is not None and int(meta.get("n_clusters", -1)) != n_clusters:
+    stored = str(meta.get("n_clusters", ""))
+    if not stored.isdigit():
+        raise _corrupt(path, f"its cluster count {meta.get('n_clusters')!r} is not a number")
+    if n_clusters is not None and int(stored) != n_clusters:
         raise StoreError(
             f"{path} was written for {meta.get('n_clusters')} clusters, this run has {n_clusters}"
         )
@@ -185,7 +211,7 @@ def read_completed(path: str | Path, n_clusters: int | None = None) -> list[Obse
     except (OSError, sqlite3.Error) as exc:
         raise _classify(path, exc, "readable") from exc
     try:
-        _check_meta(db, path, n_clusters, "")
+        meta = _check_meta(db, path, n_clusters, "")
         rows = db.execute(_COMPLETED).fetchall()
     except StoreError:
         raise
@@ -193,7 +219,7 @@ def read_completed(path: str | Path, n_clusters: int | None = None) -> list[Obse
         raise _classify(path, exc, "readable") from exc
     finally:
         db.close()
-    return list(_first_per_key(rows).values())
+    return list(_first_per_key(rows, path, int(meta["n_clusters"])).values())
 
 
 class ObservationStore:
@@ -256,7 +282,7 @@ class ObservationStore:
             db.close()
             raise _classify(self.path, exc) from exc
         self._db = db
-        self._cache = _first_per_key(rows)
+        self._cache = _first_per_key(rows, self.path, self.n_clusters)
 
     def close(self) -> None:
         if self._db is not None:

@@ -38,6 +38,15 @@ from torch import nn
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from ..space.registry import build_space, space_config
+from .artifact_checks import (
+    RESAVE,
+    bad,
+    check_doc,
+    check_preprocessing,
+    check_weights,
+    inside,
+    on_meta,
+)
 from .cluster_gated import ClusterGatedMoE
 from .learnable_gate import LearnableGatedMoE, gate_for_shape
 from .preprocess import Preprocessor, preprocessor_for_task, preprocessor_from_state
@@ -199,14 +208,17 @@ def read_model_json(path: str | os.PathLike) -> dict:
             f"{path} holds no saved model ({MODEL_JSON} is missing); give a run directory "
             "written by `sgem run`/`sgem fit` or its model/ folder"
         )
+    inside(path, MODEL_JSON)  # a regular file, not a link out of the directory
     try:
         doc = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SgemUserError(f"{file} is unreadable or not JSON: {exc}") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise SgemUserError(f"{file} is unreadable or not JSON: {exc}; {RESAVE}") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SgemUserError(f"{file} is not an sgem model description")
     version = doc.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if type(version) is not int or version < 1:
+        raise SgemUserError(f"{file}: format_version must be an integer >= 1, got {version!r}")
+    if version > FORMAT_VERSION:
         raise SgemUserError(
             f"{path} was written in model format {version!r} by sgem "
             f"{doc.get('sgem_version')}, newer than this sgem reads ({FORMAT_VERSION}); "
@@ -217,9 +229,7 @@ def read_model_json(path: str | os.PathLike) -> dict:
 
 
 def _read_weights(path: Path, name: str, expected_sha: str | None, reader) -> dict:
-    file = path / name
-    if not file.is_file():
-        raise SgemUserError(f"{file} is missing: the model directory is incomplete")
+    file = inside(path, name)  # present, regular, and not a link out of the directory
     if expected_sha is not None and _sha256(file) != expected_sha:
         raise SgemUserError(
             f"{file} does not match the checksum in {MODEL_JSON}: the file was changed or "
@@ -227,8 +237,8 @@ def _read_weights(path: Path, name: str, expected_sha: str | None, reader) -> di
         )
     try:
         return reader(str(file))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise SgemUserError(f"{file} is not a readable safetensors file: {exc}") from exc
+    except (SafetensorError, OSError, ValueError, TypeError) as exc:
+        raise SgemUserError(f"{file} is not a readable safetensors file: {exc}; {RESAVE}") from exc
 
 
 def _refuse_non_finite(tensors: dict, file: Path) -> None:
@@ -259,7 +269,8 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preproces
     `ClusterGatedMoE`, or a `LearnableGatedMoE` for a model saved with a learnable gate."""
     doc = read_model_json(path)
     root = Path(doc["_dir"])
-    files = doc.get("files", {})
+    check_doc(doc, root / MODEL_JSON, (EXPERTS_FILE, PREPROCESSING_FILE))  # all read below
+    files = doc["files"]
     try:
         task = doc["task"]
         spec = ModelSpec(
@@ -285,30 +296,62 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preproces
     arrays = _read_weights(root, PREPROCESSING_FILE, files.get(PREPROCESSING_FILE), load_numpy)
     _refuse_non_finite(weights, root / EXPERTS_FILE)
     _refuse_non_finite(arrays, root / PREPROCESSING_FILE)
-    space = build_space(spec.space)
+    check_preprocessing(doc, arrays, root / PREPROCESSING_FILE)  # bounds the input size
+    try:
+        space = build_space(spec.space)
+        archs = [space.validate(Arch.from_json(a)) for a in spec.architectures]
+        preprocessor = preprocessor_from_state(spec.preprocessing, arrays)
+        # shapes first, on the meta device: a huge size in model.json allocates nothing
+        _check_parts(on_meta(lambda: _networks(spec, space, archs, trained)), weights, root)
+        networks = _networks(spec, space, archs, trained)
+    except SgemUserError as exc:
+        if str(root) in str(exc):
+            raise
+        raise SgemUserError(f"{root / MODEL_JSON} cannot be used: {exc}") from exc
+    except (KeyError, TypeError, ValueError, RuntimeError, OverflowError, IndexError) as exc:
+        raise bad(root / MODEL_JSON, f"the networks it describes cannot be built ({exc})") from exc
+    if isinstance(networks, LearnableGatedMoE):
+        _load_weights(networks, weights, "gated.", root, "the learnable-gate MoE")
+        return spec, networks.eval(), preprocessor
+    experts: list[nn.Module | None] = []
+    for k, net in enumerate(networks):
+        if net is not None:
+            _load_weights(net, weights, f"expert{k}.", root, f"expert {k} ({archs[k].key})")
+            net = net.eval()
+        experts.append(net)
+    return spec, ClusterGatedMoE(experts, np.asarray(spec.assignment), archs).eval(), preprocessor
+
+
+def _networks(
+    spec: ModelSpec, space, archs: list[Arch], trained: list[bool]
+) -> LearnableGatedMoE | list[nn.Module | None]:
+    """The untrained networks model.json describes: the learnable-gate MoE, or one network
+    per trained expert (None for an untrained one)."""
     in_dim = int(np.prod(spec.input_shape))
-    archs = [space.validate(Arch.from_json(a)) for a in spec.architectures]
 
     def build(arch: Arch) -> nn.Module:
         return space.build(arch, in_dim, spec.n_out, np.zeros(in_dim), np.ones(in_dim))
 
-    preprocessor = preprocessor_from_state(spec.preprocessing, arrays)
     if spec.gate == "learnable":
         width = int(spec.info.get("gate_width", 16))
         gate = gate_for_shape(spec.input_shape, spec.n_experts, width)
         zeros = np.zeros(spec.input_shape, dtype=np.float32)
-        moe = LearnableGatedMoE([build(a) for a in archs], gate, zeros, zeros + 1)
-        _load_weights(moe, weights, "gated.", root, "the learnable-gate MoE")
-        return spec, moe.eval(), preprocessor
-    experts: list[nn.Module | None] = []
-    for k, arch in enumerate(archs):
-        if not trained[k]:
-            experts.append(None)
-            continue
-        net = build(arch)
-        _load_weights(net, weights, f"expert{k}.", root, f"expert {k} ({arch.key})")
-        experts.append(net.eval())
-    return spec, ClusterGatedMoE(experts, np.asarray(spec.assignment), archs).eval(), preprocessor
+        return LearnableGatedMoE([build(a) for a in archs], gate, zeros, zeros + 1)
+    return [build(a) if used else None for a, used in zip(archs, trained, strict=True)]
+
+
+def _check_parts(networks, weights: dict, root: Path) -> None:
+    """Every tensor of experts.safetensors belongs to a network and fits it exactly."""
+    file = root / EXPERTS_FILE
+    if isinstance(networks, LearnableGatedMoE):
+        parts = {"gated.": (networks, "the learnable-gate MoE")}
+    else:
+        parts = {f"expert{k}.": (n, f"expert {k}") for k, n in enumerate(networks) if n}
+    strays = sorted(n for n in weights if not n.startswith(tuple(parts)))
+    if strays:
+        raise bad(file, f"tensors {strays[:3]} belong to no expert of {MODEL_JSON}")
+    for prefix, (net, what) in parts.items():
+        check_weights(net, weights, prefix, file, what)
 
 
 def _load_weights(module: nn.Module, weights: dict, prefix: str, root: Path, what: str) -> None:

@@ -270,8 +270,8 @@ def load_combination(path, info: dict) -> Combination | None:
         combination = Combination.from_state(doc, arrays)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
         raise SgemUserError(
-            f"{file}: the saved combination is unusable ({exc}); re-fit or restore the model "
-            "directory"
+            f"{file}: the saved combination (info.combination with {MEMBERS_FILE}) is unusable "
+            f"({exc}); re-fit or restore the model directory"
         ) from exc
     check_combination(combination, model, file)
     return combination

@@ -83,7 +83,10 @@ def encode_checkpoint(state: dict) -> tuple[str, bytes]:
 
 
 def decode_checkpoint(document: str, blob: bytes) -> dict:
-    return _decode(json.loads(document), load_tensors(blob))
+    state = _decode(json.loads(document), load_tensors(blob))
+    if not isinstance(state, dict) or type(state.get("iteration")) is not int:
+        raise ValueError("a checkpoint is a JSON object with an integer iteration")
+    return state
 
 
 @dataclass
