@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .atomic import write_atomic
 from .data.task import ClusteredTask
 from .errors import SgemUserError
 from .random_streams import Stream, stream_rng
@@ -343,7 +344,7 @@ def plan_run(
             references=isinstance(space, TabularSpace),  # `sgem.moe.reference` trains them
             after_final=True,
         )
-        file.write_text(json.dumps(plan, indent=1))
+        write_atomic(file, json.dumps(plan, indent=1))
     if plan.get("reduced"):
         log.warning(
             "time budget %.0f s: the final stage is made cheaper to fit it: %s. A budget of "

@@ -3,27 +3,31 @@
 Why a clock of its own: a time budget is a promise about the whole fit (reading the data,
 the search, the final stage, the references, saving), and a resumed fit must continue with
 what is *left* of it, not start a fresh budget. The clock therefore keeps the seconds spent
-in the run directory (`budget_clock.json`, rewritten atomically every few seconds and at
+in the run directory (`budget_clock.json`, rewritten atomically every second and at
 every stage change), so a fit killed at any moment loses at most that much of its account.
 
 Long stages used to be silent for minutes; while a run goes, a heartbeat thread saves the
-clock every `HEARTBEAT_SECONDS` (so a kill loses at most that much of the account) and, with
-progress on, prints one line (stage, elapsed, left of the budget).
+clock every `SAVE_SECONDS` (so a kill loses at most that much of the account: one small
+atomic rewrite a second) and, with progress on, prints one line (stage, elapsed, left of the
+budget) every `HEARTBEAT_SECONDS`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .atomic import write_atomic
+
 CLOCK_FILE = "budget_clock.json"
 HEARTBEAT_SECONDS = 10.0
+#: how often the clock file is rewritten: a SIGKILL loses at most this much of the account
+SAVE_SECONDS = 1.0
 
 
 class BudgetClock:
@@ -105,10 +109,8 @@ class BudgetClock:
             "budget_seconds": self.budget,
             "stages": {k: round(v, 3) for k, v in self.stages.items()},
         }
-        tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
-        with contextlib.suppress(OSError):
-            tmp.write_text(json.dumps(doc, indent=1))
-            tmp.replace(self.file)
+        with contextlib.suppress(OSError):  # atomic; not fsynced: rewritten every second
+            write_atomic(self.file, json.dumps(doc, indent=1), durable=False)
 
     def report(self) -> dict:
         """What result.json records: the budget, the wall clock per stage, resumes."""
@@ -123,9 +125,11 @@ class BudgetClock:
 
     # -- heartbeat ----------------------------------------------------------------------------
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        beats = 0
+        while not self._stop.wait(SAVE_SECONDS):
             self.save()
-            if self._prints:
+            beats += 1
+            if self._prints and beats % round(HEARTBEAT_SECONDS / SAVE_SECONDS) == 0:
                 with contextlib.suppress(Exception):
                     _print_line(self.line())
 
@@ -146,4 +150,4 @@ def _print_line(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-__all__ = ["CLOCK_FILE", "HEARTBEAT_SECONDS", "BudgetClock"]
+__all__ = ["CLOCK_FILE", "HEARTBEAT_SECONDS", "SAVE_SECONDS", "BudgetClock"]

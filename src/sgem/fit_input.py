@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import write_atomic
 from .errors import SgemUserError
 from .rundir import CONFIG, INPUT
 
@@ -126,9 +127,7 @@ def materialise(
             "(or delete the directory to start over)"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{name}.tmp"
-    tmp.write_bytes(content)
-    tmp.replace(path)
+    write_atomic(path, content)
     return path, target, path
 
 

@@ -244,6 +244,7 @@ def fit_auto_experts(
     import shutil
     import time
 
+    from .atomic import replace_dir, write_atomic
     from .budget import parse_duration
     from .pipeline import run_config
 
@@ -304,11 +305,12 @@ def fit_auto_experts(
             f"K = {tried} tried in {result['wall_seconds']:.0f} s of {total:.0f} s ({stop}), "
             f"K = {k} chosen on validation",
         }
-    if rundir != out:
-        if (out / "model").exists():
-            shutil.rmtree(out / "model")
-        shutil.copytree(rundir / "model", out / "model")
-    (out / "result.json").write_text(json.dumps(result, indent=2, default=str))
+    if rundir != out:  # the winner's model, replaced whole (a kill leaves the old or the new)
+        staged = out / ".model-winner"
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.copytree(rundir / "model", staged)
+        replace_dir(staged, out / "model")
+    write_atomic(out / "result.json", json.dumps(result, indent=2, default=str))
     return result
 
 

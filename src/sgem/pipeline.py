@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .atomic import recover_dir
 from .budget import deadline, plan_run, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .data.task import ClusteredTask
@@ -153,6 +154,7 @@ def resume_experiment(
     gpus_per_task: float = 0.0,
 ) -> dict:
     """Continue an interrupted run from its last checkpoint; finished trainings are reused."""
+    started = time.perf_counter()  # a budget's clock counts the resume's own start-up too
     rundir = RunDirectory(out)
     if rundir.is_complete:
         result = rundir.read_result()
@@ -161,6 +163,7 @@ def resume_experiment(
     run_dict = rundir.load_for_resume()["run"]
     cfg = validate_run(run_dict, executor, workers)
     with rundir.lock():
+        recover_dir(rundir.file(MODEL_DIR))  # what a kill inside the model's save left
         return _execute(
             cfg,
             config_fingerprint(run_dict),
@@ -171,6 +174,7 @@ def resume_experiment(
             workers,
             ray_address,
             gpus_per_task,
+            started=started,
         )
 
 
@@ -397,18 +401,23 @@ def _stages(
         },
     )
     result["model"] = MODEL_DIR
-    rundir.write_result(result)
     from .report import draw_run_figures  # matplotlib only once a run has finished
 
+    # result.json is written once, last: its presence means the run is complete, so a kill
+    # while drawing leaves a run that resumes (and a failed figure never fails the run)
     with clock.timed("figures"):
-        draw_run_figures(
-            rundir,
-            task,
-            found,
-            seed,
-            images=cfg.task["name"] == "images",
-            fallback=contest.report.get("fallback_clusters"),
-        )
+        try:
+            draw_run_figures(
+                rundir,
+                task,
+                found,
+                seed,
+                images=cfg.task["name"] == "images",
+                fallback=contest.report.get("fallback_clusters"),
+            )
+        except Exception as exc:  # figures are a report: the model is saved
+            log.warning("the run's figures could not be drawn: %s", exc)
+            result["figures_error"] = f"{type(exc).__name__}: {exc}"
     # where the time went (exclusive seconds per phase; sgem.timing): written last, so the
     # model and figures count too
     timing["reporting"] = time.perf_counter() - t0
