@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .atomic import append_line, write_atomic
 from .errors import SgemUserError
 
 CONFIG = "config.yaml"
@@ -130,8 +131,9 @@ class RunDirectory:
                 )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self.file(TRACE).write_text("")
-            self.file(CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+            # config first: a kill between the two leaves a directory `prepare` reclaims
+            write_atomic(self.file(CONFIG), yaml.safe_dump(config, sort_keys=False))
+            write_atomic(self.file(TRACE), "")
         except OSError as exc:
             raise RunDirectoryError(
                 f"cannot write the run directory {self.path}: {exc.strerror or exc}; choose a "
@@ -152,11 +154,7 @@ class RunDirectory:
                 "the trainings it held are gone. Restore the file from a backup, or start the "
                 "run fresh in a new directory."
             )
-        if not self.file(STORE).exists():
-            raise RunDirectoryError(
-                f"{self.path} has no {STORE}: the run never started training; start it again "
-                "with `sgem run`"
-            )
+        # no store and an empty trace: killed before its first training; resume starts it
         config = self.read_config()
         if "run" not in config:
             raise RunDirectoryError(f"{self.file(CONFIG)} has no 'run' section")
@@ -199,19 +197,15 @@ class RunDirectory:
                 file.unlink(missing_ok=True)
 
     def rewrite_trace(self, rows: list[dict]) -> None:
-        tmp = self.file(TRACE + ".tmp")
-        tmp.write_text("".join(dumps(r) + "\n" for r in rows))
-        os.replace(tmp, self.file(TRACE))
+        write_atomic(self.file(TRACE), "".join(dumps(r) + "\n" for r in rows))
 
     def append(self, name: str, record: dict) -> None:
-        with self.file(name).open("a") as fh:
-            fh.write(dumps(record) + "\n")
-            fh.flush()
+        """One JSON line, fsynced; a kill may tear it (`read_trace` skips a torn last line,
+        and a resume rewrites the trace from its checkpoint)."""
+        append_line(self.file(name), dumps(record))
 
     def write_result(self, result: dict) -> None:
-        tmp = self.file(RESULT + ".tmp")
-        tmp.write_text(json.dumps(result, default=_json_default, indent=2))
-        os.replace(tmp, self.file(RESULT))
+        write_atomic(self.file(RESULT), json.dumps(result, default=_json_default, indent=2))
 
     def read_result(self) -> dict:
         try:

@@ -35,6 +35,7 @@ from safetensors.torch import load_file as load_torch
 from safetensors.torch import save_file as save_torch
 from torch import nn
 
+from ..atomic import replace_dir
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from ..space.registry import build_space, space_config
@@ -179,22 +180,7 @@ def save_model(
         save_numpy({k: np.ascontiguousarray(v) for k, v in members.items()}, str(tmp / MEMBERS))
         doc["files"][MEMBERS] = _sha256(tmp / MEMBERS)
     (tmp / MODEL_JSON).write_text(json.dumps(_json_safe(doc), indent=1, allow_nan=False))
-    if path.exists():
-        old = path.with_name(f".{path.name}-old")
-        if old.exists():
-            _remove_tree(old)
-        path.rename(old)
-        tmp.rename(path)
-        _remove_tree(old)
-    else:
-        tmp.rename(path)
-    return path
-
-
-def _remove_tree(path: Path) -> None:
-    for child in path.iterdir():
-        child.unlink()
-    path.rmdir()
+    return replace_dir(tmp, path)  # every file fsynced, then renamed into place
 
 
 def read_model_json(path: str | os.PathLike) -> dict:
