@@ -160,6 +160,8 @@ def test_forecaster_parity_with_gaps_short_and_negative_series(forecaster, tmp_p
     diffs = _check(model, tmp_path / "ts.onnx", series, (0.1, 0.25, 0.5, 0.9))
     assert diffs["quantiles"] > 0  # floats in two runtimes: close, not bit-identical
     _check(model, tmp_path / "ts.onnx", series[:1], (0.1, 0.25, 0.5, 0.9))
+    short = [s[-10:] for s in series[3:6]]  # every row shorter than the context
+    _check(model, tmp_path / "ts.onnx", short, (0.1, 0.25, 0.5, 0.9))
     out = OnnxRunner(tmp_path / "ts.onnx").run(onnx_feeds(model, series))
     assert out["quantiles"].shape == (len(series), 4, 6)
 

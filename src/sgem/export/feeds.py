@@ -21,12 +21,12 @@ from ..moe.model import SgemModel
 from .onnx_export import MISSING_CATEGORY, _columns, kind_of, require_onnx
 
 
-def _history_matrix(series: Any, context: int) -> np.ndarray:
+def _history_matrix(series: Any) -> np.ndarray:
     """Series (a 2-D array or a list of 1-D arrays) -> (n, L) float64, left-padded with NaN
-    to the longest (and to at least `context`)."""
+    to the longest."""
     rows = list(series) if isinstance(series, list | tuple) else list(np.atleast_2d(series))
     rows = [np.asarray(r, dtype=np.float64).reshape(-1) for r in rows]
-    length = max(context, *(len(r) for r in rows))
+    length = max([1, *(len(r) for r in rows)])
     out = np.full((len(rows), length), np.nan)
     for i, r in enumerate(rows):
         if len(r):
@@ -38,7 +38,7 @@ def onnx_feeds(model: SgemModel, x: Any) -> dict[str, np.ndarray]:
     """The graph's inputs for data `predict` takes: a table (DataFrame, dict, array in the
     fitted column order) or series (a list of 1-D histories, or a 2-D array)."""
     if kind_of(model) == "forecaster":
-        return {"history": _history_matrix(x, model.preprocessor.context)}
+        return {"history": _history_matrix(x)}
     from ..data.table_contract import as_frame, is_named, select_columns, to_numbers
 
     numeric, categorical = _columns(model)

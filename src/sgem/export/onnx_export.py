@@ -120,9 +120,9 @@ def _signature(model: SgemModel, kind: str, qs: tuple[float, ...]):
         c, h = pre.context, pre.horizon
         example = (torch.linspace(1.0, 2.0, 2 * (c + 3)).reshape(2, c + 3).double(),)
         inputs = {
-            "history": f"float64 (n, L), L >= {c}: each series' last L values, oldest first; "
-            "NaN = missing (gaps filled as the model fills them; left-pad shorter series "
-            "with NaN)"
+            "history": f"float64 (n, L): each series' last L values (the last {c} are the "
+            "context; all L set the scale's floor), oldest first; NaN = missing (gaps filled "
+            "and short series padded as the model does them; left-pad shorter rows with NaN)"
         }
         outputs = {
             "quantiles": f"float64 (n, {len(qs)}, {h}): {q_doc}, per forecast step",

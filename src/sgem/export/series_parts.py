@@ -1,7 +1,7 @@
 """The forecasting preprocessing as torch modules (see `graph_parts`): a history with gaps ->
 its filled, scaled context window -> the window's descriptors (the router's input).
 
-Input: `history` (n, L) float64, L >= context, one row per series; NaN marks a missing value
+Input: `history` (n, L) float64, one row per series (any L >= 1); NaN marks a missing value
 (a gap inside is interpolated linearly, a gap at either end takes the nearest value, as
 `sgem.data.series_gaps.fill_gaps` does), so series of different lengths are given
 left-padded with NaN (what `pad_left` does to a short history then follows).
@@ -27,15 +27,24 @@ class ScaledContext(nn.Module):
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         c = self.context
+        # NaN-pad by a context on the left: a row shorter than the context is then padded
+        # as `pad_left` pads it, and any L >= 1 is read (NaN is never observed)
+        h = torch.cat([torch.full_like(h[:, :1], float("nan")).expand(-1, c), h], dim=1)
         length = h.shape[1]
         obs = torch.isfinite(h)
         hz = torch.where(obs, h, torch.zeros_like(h))
         s = torch.arange(length, device=h.device)  # (L,)
         t = s[-c:]  # the context's positions (C,)
-        o = obs[:, None, :]  # (n, 1, L)
+        # observed positions first, ascending: the k-th observed value's position is pos[k]
+        pos = torch.sort(torch.where(obs, s, s + length), dim=1).values
+        pos = torch.where(pos >= length, pos - length, pos)
+        seen = torch.cumsum(obs.long(), dim=1)[:, -c:]  # observed values up to each step
+        before = seen - obs[:, -c:].long()  # observed strictly before each step
         # the last observed position at or before each context step, the first at or after
-        prev = torch.where(o & (s[None, :] <= t[:, None]), s, -1).max(dim=2).values  # (n, C)
-        nxt = torch.where(o & (s[None, :] >= t[:, None]), s, length).min(dim=2).values
+        prev = torch.where(seen > 0, torch.gather(pos, 1, (seen - 1).clamp(min=0)), -1)
+        total = seen[:, -1:]
+        nxt = torch.gather(pos, 1, before.clamp(max=length - 1))
+        nxt = torch.where(before < total, nxt, length)
         has_p, has_n = prev >= 0, nxt < length
         xp = torch.gather(hz, 1, prev.clamp(min=0))
         xn = torch.gather(hz, 1, nxt.clamp(max=length - 1))
