@@ -93,7 +93,7 @@ def check_doc(doc: dict, file: Path, required: tuple[str, ...]) -> None:
             or len({str(c) for c in classes}) != len(classes)
         ):
             raise bad(file, f"task.classes must list {n_classes} distinct labels")
-    elif n_classes is not None or classes is not None or n_out % 3:
+    elif n_classes is not None or classes not in (None, []) or n_out % 3:
         raise bad(file, "a Student-t model has no classes and 3 outputs per target")
     for key in ("name",):
         if key in task and not isinstance(task[key], str):
