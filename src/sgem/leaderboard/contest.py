@@ -183,7 +183,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         return None, None
     members = [ready[i - 1] for i in used]
     exported = [
-        export(m.estimator) if m.kind == "scikit-learn" else (m.classical.state(), {})
+        (m.classical.state(), {}) if m.classical is not None else export(m.estimator)
         for m in members
     ]
     combination, state, arrays = Combination.build(

@@ -28,6 +28,7 @@ from torch import nn
 
 from ..data.task import ClusteredTask, Split
 from ..jobs import job_seed
+from ..moe.classical import ClassicalMember
 from ..moe.expert_fit import steps_for_epochs, train_val_tensors
 from ..space.arch import Arch
 from ..time_fence import fence_passed
@@ -55,7 +56,7 @@ class Member:
     estimator: object | None = field(default=None, repr=False)
     scale: float = 1.0
     # a classical forecaster with its validated spread and tails (`sgem.moe.classical`)
-    classical: object | None = field(default=None, repr=False)
+    classical: ClassicalMember | None = field(default=None, repr=False)
 
 
 def _x(split: Split) -> np.ndarray:
@@ -215,8 +216,6 @@ def classical_members(task: ClusteredTask) -> list[Member]:
             seconds=time.perf_counter() - start,
         )
     )
-    from ..moe.classical import ClassicalMember
-
     seasons = _seasons(task, task.val), _seasons(task, task.test)
     for name in ("AutoETS", "AutoTheta"):
         if fence_passed():

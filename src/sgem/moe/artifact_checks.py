@@ -204,8 +204,8 @@ def check_encoding(encoding: Any, file: Path) -> None:
     if not isinstance(columns, list) or not all(isinstance(c, dict) for c in columns):
         raise bad(file, "info.encoding.columns must list column objects")
     for c in columns:
-        if not isinstance(c.get("name"), str) or c.get("kind") not in ("numeric", "onehot"):
-            raise bad(file, "each encoded column needs a name and a kind (numeric or onehot)")
+        if not isinstance(c.get("name"), str) or c.get("kind") not in ("numeric", "bool", "onehot"):
+            raise bad(file, "each encoded column needs a name and a kind (numeric, bool or onehot)")
         if c["kind"] == "onehot":
             cats = c.get("categories")
             if not isinstance(cats, list) or any(type(v) not in (str, int) for v in cats):

@@ -76,12 +76,12 @@ class ClassicalMember:
         from ..baselines.statistical import diverged, normal_from_interval
 
         seasons = np.broadcast_to(np.asarray(season, dtype=np.int64), (len(histories),)).copy()
-        for i in np.flatnonzero(seasons == 0):
-            x = np.asarray(histories[i], dtype=np.float64)
-            seasons[i] = choose_seasons(x[np.isfinite(x)][None, :])[0]
+        for i in np.flatnonzero(seasons == 0).tolist():
+            h = np.asarray(histories[i], dtype=np.float64)
+            seasons[i] = choose_seasons(h[np.isfinite(h)][None, :])[0]
         loc = np.empty((len(histories), horizon))
         scale = np.empty_like(loc)
-        for i, (history, s) in enumerate(zip(histories, seasons, strict=True)):
+        for i, (history, s) in enumerate(zip(histories, seasons.tolist(), strict=True)):
             x = np.asarray(history, dtype=np.float64)
             x = x[np.isfinite(x)]
             fallback = _naive(x, horizon, int(s))

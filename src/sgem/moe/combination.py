@@ -128,9 +128,9 @@ class Combination:
             self.members, self.scales or [1.0] * len(self.members), strict=True
         ):
             if self.loss == "cross_entropy":
+                assert isinstance(member, PortableModel)
                 proba = np.full((len(x), int(self.n_classes or 0)), 1e-12)
                 codes = np.asarray(member.classes, dtype=int)
-                assert isinstance(member, PortableModel)
                 proba[:, codes] = np.maximum(member.predict_proba(x), 1e-12)
                 out.append(np.log(proba / proba.sum(1, keepdims=True)))
             else:
