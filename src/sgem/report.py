@@ -184,7 +184,10 @@ def draw_run_figures(
     if images:
         from .report_images import plot_run_representatives
 
-        _never_fail(rundir, plot_run_representatives, rundir.path, task=task)
+        result = {"routing": list(found.assignment), "oracle_match": found.oracle_match}
+        _never_fail(
+            rundir, plot_run_representatives, rundir.path, task=task, result=result | {"seed": seed}
+        )
 
 
 def _never_fail(rundir: RunDirectory, draw, *args, **kwargs) -> None:

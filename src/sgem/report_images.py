@@ -169,9 +169,11 @@ def plot_run_representatives(
     run_dir: str | Path,
     path: str | Path | None = None,
     task: ClusteredTask | None = None,
+    result: dict | None = None,
     **kwargs,
 ) -> Path:
-    """The figure for a finished run directory (its result.json routing).
+    """The figure for a run directory: its result.json routing, or `result` (a run that
+    draws its figures before it writes result.json).
 
     The task is rebuilt from the run's config (`sgem.runconfig.build_task_from_config`, the
     same seed) unless given. Writes `cluster_representatives.png` in the run by default.
@@ -179,7 +181,7 @@ def plot_run_representatives(
     from .rundir import RunDirectory
 
     rundir = RunDirectory(run_dir)
-    result = rundir.read_result()
+    result = rundir.read_result() if result is None else result
     if "routing" not in result:
         raise ValueError(f"{rundir.file('result.json')} has no 'routing' (expert per cluster)")
     if task is None:
