@@ -5,7 +5,6 @@ Two checks, because a time budget makes the result depend on timing: without one
 resumed run's scores, routing, cells, leaderboard and predictions must equal an
 uninterrupted run's bit for bit; with one (tables), the model loads, every resume starts its
 clock from the seconds the killed attempt had saved, and the total is within budget + 5 s.
-
     python benchmarks/kill_resume.py [--kills 6] [--seed 0] [--kinds tables,series,images]
 """
 
@@ -26,7 +25,7 @@ import sgem
 from sgem.crash_drill import attempt, next_command
 
 HERE = Path(__file__).resolve().parent
-M3 = Path("/work/shared/data/competition/m3_other_train.csv")
+M3 = HERE.parents[1] / "shared" / "data" / "competition" / "m3_other_train.csv"
 SEARCH = {  # a search of some seconds: kills land in every stage
     "n_iterations": 4, "n_init": 8, "pool_size": 20, "mc_masks": 3, "routing_steps": 5,
     "acquisitions_per_expert": 1, "explore_every": 2, "refit_budget": 1, "final_candidates": 1,
