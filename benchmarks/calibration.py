@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 import sgem
+from sgem.bench.machine import commit
 
 #: a small search: a few seconds per table on one core
 TABLE_CONFIG = {
@@ -135,7 +135,7 @@ def main() -> None:
     _print_table(rows)
     record = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "commit": _commit(),
+        "commit": commit(short=False),
         "seeds": args.seeds,
         "note": "2 CPU cores shared with other work running beside it: seconds are indicative",
         "configs": {"tables": TABLE_CONFIG, "series": SERIES_CONFIG},
@@ -169,14 +169,6 @@ def _print_table(rows: list[dict]) -> None:
         for key in ("holdout_ece_15_raw", "holdout_ece_15_calibrated"):
             if key in mine[0]:
                 print(f"  {name} mean {key}: {np.mean([r[key] for r in mine]):.3f}")
-
-
-def _commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip() or None
-    except OSError:
-        return None
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import time
 from datetime import date
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 import sgem
+from sgem.bench.machine import commit
 from sgem.forecast import seasonality
 from sgem.predict_io import predict_file
 
@@ -92,15 +92,6 @@ def classical_forecasts(train: pd.DataFrame, h: int, season: int, freq: str) -> 
     return out
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other"])
@@ -111,11 +102,12 @@ def main() -> None:
     args = p.parse_args()
     record = {
         "date": date.today().isoformat(),
-        "commit": commit(),
+        "commit": commit() or "unknown",
         "seed": args.seed,
         "time_budget_s": args.time_budget,
         "quantiles": list(QUANTILES),
         "files": {},
+        "rows": [],  # flat: one per file and method (RESULTS.md)
     }
     for name in args.files:
         train_path = args.data / f"m3_{name}_train.csv"
@@ -139,6 +131,7 @@ def main() -> None:
         record["files"][name]["sgem_at_most_best_reference"] = verdict
         print(f"{name} (h={h}, season={season}, budget {args.time_budget:.0f} s, saved: {shipped})")
         for r, s in rows.items():
+            record["rows"].append({"file": name, "method": r, **s})
             print(
                 f"  {r:10s} MASE {s['mase']:.3f}  sMAPE {s['smape']:.2f}  wQL {s['wql']:.4f}  "
                 f"cov80 {s['coverage_80']:.3f}  series {s['series_forecast']}/{s['series']}  "

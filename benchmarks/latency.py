@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 import sgem
+from sgem.bench.machine import commit
 from sgem.export import export_onnx
 from sgem.export.feeds import OnnxRunner, onnx_feeds, parity
 from sgem.moe.cluster_gated import ClusterGatedMoE
@@ -175,7 +176,7 @@ def main() -> None:
               f"{ratio:.2f}x the reference's")  # fmt: skip
     doc = {
         "date": datetime.date.today().isoformat(),
-        "commit": _commit(),
+        "commit": commit(short=False),
         "seed": args.seed,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
         "threads": "torch 1, onnxruntime intra-op 1",
@@ -184,14 +185,6 @@ def main() -> None:
     }
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(f"saved {args.out}")
-
-
-def _commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip() or None
-    except OSError:
-        return None
 
 
 if __name__ == "__main__":

@@ -27,25 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from sgem.bench.machine import busiest, load_average
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_average() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
-
-
-def busiest(n: int = 6) -> list[str]:
-    """The `n` processes using the most CPU right now (what else was running)."""
-    try:
-        out = subprocess.run(
-            ["ps", "-eo", "pcpu,etime,args", "--sort=-pcpu"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return []
-    return [line.strip()[:160] for line in out.splitlines()[1 : n + 1]]
 
 
 def timed(cmd: list[str], src: Path) -> dict:

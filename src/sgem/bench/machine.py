@@ -30,6 +30,16 @@ def busiest(n: int = 6) -> list[str]:
     return [line.strip()[:160] for line in out.splitlines()[1 : n + 1]]
 
 
+def commit(short: bool = True) -> str | None:
+    """The checkout's HEAD commit (what a result file records), or None outside git."""
+    args = ["git", "rev-parse", *(["--short"] if short else []), "HEAD"]
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out or None
+
+
 def machine_info() -> dict[str, str]:
     """Platform, Python and torch versions (torch imported only here, when asked)."""
     import torch
