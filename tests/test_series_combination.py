@@ -15,7 +15,7 @@ from test_series_gaps import TINY
 
 import sgem
 from sgem.moe.classical import ClassicalMember
-from sgem.moe.combination import Combination, mixture_quantiles
+from sgem.moe.combination import Combination, conformal_spread, mixture_quantiles
 
 
 def trend_frame() -> pd.DataFrame:
@@ -104,3 +104,14 @@ def test_a_malformed_classical_state_is_refused() -> None:
             },
             {},
         )
+
+
+def test_the_conformal_spread_makes_the_80_percent_interval_cover_80_percent() -> None:
+    rng = np.random.default_rng(1)
+    y = rng.normal(0, 2.0, size=(4000, 3))  # twice as wide as the quantiles claim
+    m = np.zeros_like(y)
+    q = {0.1: m - 1.2816, 0.5: m, 0.9: m + 1.2816}
+    c = conformal_spread(q, y)
+    assert c == pytest.approx(2.0, rel=0.08)
+    covered = np.mean(np.abs(y) <= c * 1.2816)
+    assert covered == pytest.approx(0.8, abs=0.01)

@@ -47,6 +47,9 @@ class Combination:
     loss: str
     n_classes: int | None = None
     season: int = 0  # forecasting: the classical members' period (0: each series' own)
+    #: forecasting: every quantile's distance from the median is multiplied by this
+    #: (split-conformal on validation, `conformal_spread`), so the 80 % interval covers 80 %
+    interval_scale: float = 1.0
 
     @property
     def forecasting(self) -> bool:
@@ -62,6 +65,7 @@ class Combination:
         task,
         exported: list,
         season: int = 0,
+        interval_scale: float = 1.0,
     ) -> tuple[Combination, dict, dict[str, np.ndarray]]:
         """(the combination as loading will rebuild it, model.json's state, the members'
         arrays) from the weights (the MoE's first) and the members' `portable.export`s
@@ -75,6 +79,7 @@ class Combination:
             "loss": task.loss,
             "n_classes": task.n_classes,
             "season": int(season),
+            "interval_scale": float(interval_scale),
             "weights_by_name": {"MoE": float(weights[0])}
             | {n: float(w) for n, w in zip(names, weights[1:], strict=True)},
         }
@@ -116,7 +121,12 @@ class Combination:
             isinstance(m, ClassicalMember) for m in members
         ):
             raise ValueError("a combination mixes either classical or scikit-learn members")
-        return cls(weights, names, members, scales, loss, doc.get("n_classes"), season)
+        spread = doc.get("interval_scale", 1.0)
+        if type(spread) not in (int, float) or not (np.isfinite(spread) and 0 < spread < 1e3):
+            raise ValueError("the combination's interval_scale must be a positive number")
+        return cls(
+            weights, names, members, scales, loss, doc.get("n_classes"), season, float(spread)
+        )
 
     # -- predicting -------------------------------------------------------------------------
     def member_outputs(self, x_model: np.ndarray) -> list[np.ndarray]:
@@ -170,7 +180,9 @@ class Combination:
         forecaster averages the members' quantiles with the weights (quantile averaging,
         as the weights were chosen for the quantile loss); a regressor mixes densities."""
         if self.forecasting:
-            return averaged_quantiles(outs, self.weights, qs)
+            avg = averaged_quantiles(outs, self.weights, (*qs, 0.5))
+            median = avg[0.5]
+            return {float(q): median + self.interval_scale * (avg[float(q)] - median) for q in qs}
         return mixture_quantiles(outs, self.weights, qs)
 
     def classical_outputs(
@@ -201,7 +213,7 @@ class Combination:
         err = median.reshape(len(median), -1) - np.asarray(y, np.float64).reshape(len(median), -1)
         rmse = float(np.sqrt(np.mean(err**2)))
         if self.forecasting:  # no density: the CRPS from the quantile loss on a fine grid
-            q = averaged_quantiles(outs, self.weights, CRPS_GRID)
+            q = self.quantiles_of(outs, CRPS_GRID)
             return {"test_rmse": rmse, "test_crps": float(quantile_loss(q, y).mean())}
         return {"test_nll": nll, "test_rmse": rmse}
 
@@ -210,6 +222,19 @@ class Combination:
 CRPS_GRID = tuple(np.round(np.arange(0.05, 0.96, 0.05), 2))
 #: the levels the weights of a forecasting combination are chosen on (the wQL's)
 WQL_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def conformal_spread(quantiles: dict[float, np.ndarray], y: np.ndarray, level: float = 0.8):
+    """The factor on every quantile's distance from the median that makes the central
+    `level` interval cover `level` of these samples (split-conformal: the `level` quantile
+    of each sample's needed factor)."""
+    lo_q, hi_q = round((1 - level) / 2, 6), round((1 + level) / 2, 6)
+    m, lo, hi = quantiles[0.5], quantiles[lo_q], quantiles[hi_q]
+    y = np.asarray(y, dtype=np.float64).reshape(m.shape)
+    below = (m - y) / np.maximum(m - lo, 1e-12)
+    above = (y - m) / np.maximum(hi - m, 1e-12)
+    need = np.maximum(np.maximum(below, above), 0.0).reshape(-1)
+    return float(np.clip(np.quantile(need, level), 0.05, 100.0))
 
 
 def member_quantiles(out: np.ndarray, qs) -> np.ndarray:
@@ -331,6 +356,7 @@ __all__ = [
     "MEMBERS_FILE",
     "Combination",
     "averaged_quantiles",
+    "conformal_spread",
     "load_combination",
     "log_density",
     "member_quantiles",
