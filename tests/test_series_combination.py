@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from test_leaderboard import model_split
 from test_series_gaps import TINY
 
 import sgem
@@ -59,9 +60,15 @@ def test_classical_members_join_the_saved_forecaster_and_reload(fitted) -> None:
     assert (fc.quantiles[0.5] <= fc.quantiles[0.9]).all()
     again = sgem.load(out).forecast(series, quantiles=(0.1, 0.5, 0.9))
     np.testing.assert_array_equal(again.quantiles[0.9], fc.quantiles[0.9])
-    # the combination's holdout scores in result.json are what `evaluate` gives on them
     lb = model.result["leaderboard"]
     assert "a combination (" in lb["shipped"]["model"]
+    # the saved model's metrics are the combination's own, without the MoE member's NLL
+    # (quantiles are averaged: there is no density); `evaluate` on a Split refits the
+    # classical members on the windows' contexts alone (a Split has no whole histories)
+    scores = sgem.load(out).evaluate(model_split(out))
+    assert "test_nll" not in model.spec.metrics and "test_nll" not in scores
+    assert {"test_rmse", "test_crps"} <= set(scores) & set(model.spec.metrics)
+    assert 0.0 <= scores["test_coverage_80"] <= 1.0
 
 
 def test_the_mixture_median_lies_between_its_members() -> None:

@@ -50,8 +50,9 @@ def onnx_feeds(model: SgemModel, x: Any) -> dict[str, np.ndarray]:
         return {"x": np.atleast_2d(np.asarray(x, dtype=np.float64))}
     names = numeric + [c["name"] for c in categorical]
     frame = select_columns(as_frame(x, names, named=True), names)
-    cols = [to_numbers(frame[c]) for c in numeric]
-    if any(c is None for c in cols):
+    converted = [to_numbers(frame[c]) for c in numeric]
+    cols = [c for c in converted if c is not None]
+    if len(cols) != len(converted):
         raise SgemUserError(f"the numeric columns {numeric} must hold numbers")
     feeds = {"x": np.column_stack(cols).astype(np.float64) if cols else np.zeros((len(frame), 0))}
     if categorical:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..moe.model import SgemModel
+from ..moe.preprocess import ForecastPreprocessor, TabularPreprocessor
 from .graph_parts import GatedExperts, NearestCentroid, StudentTQuantiles, TableFeatures, clip
 from .series_parts import Descriptors, ScaledContext
 
@@ -38,6 +39,7 @@ class TableGraph(nn.Module):
     def __init__(self, model: SgemModel, quantiles: Sequence[float]) -> None:
         super().__init__()
         pre = model.preprocessor
+        assert isinstance(pre, TabularPreprocessor)
         encoding = model.spec.info.get("encoding")
         self.features = TableFeatures(encoding) if encoding else None
         self.register_buffer("mean", _buffer(pre.mean))
@@ -85,6 +87,7 @@ class SeriesGraph(nn.Module):
     def __init__(self, model: SgemModel, quantiles: Sequence[float]) -> None:
         super().__init__()
         pre = model.preprocessor
+        assert isinstance(pre, ForecastPreprocessor)
         self.window = ScaledContext(pre.context, pre.floor_fraction, pre.min_scale)
         self.describe = Descriptors(pre.context)
         self.register_buffer("d_mean", _buffer(pre.descriptor_mean))

@@ -27,7 +27,7 @@ import torch
 
 from ..errors import SgemUserError
 from ..moe.model import DEFAULT_QUANTILES, SgemModel
-from ..moe.preprocess import ForecastPreprocessor, ImagePreprocessor
+from ..moe.preprocess import ForecastPreprocessor, ImagePreprocessor, TabularPreprocessor
 from .graphs import OUTPUTS, SeriesGraph, TableGraph
 
 OPSET = 17
@@ -105,6 +105,7 @@ def _columns(model: SgemModel) -> tuple[list[str], list[dict]]:
     encoding = model.spec.info.get("encoding")
     if not encoding:
         pre = model.preprocessor
+        assert isinstance(pre, TabularPreprocessor)
         names = getattr(pre, "feature_names", None) or [f"x{i}" for i in range(len(pre.mean))]
         return list(names), []
     numeric = [c["name"] for c in encoding["columns"] if c["kind"] != "onehot"]
@@ -118,7 +119,9 @@ def _signature(model: SgemModel, kind: str, qs: tuple[float, ...]):
         pre = model.preprocessor
         assert isinstance(pre, ForecastPreprocessor)
         c, h = pre.context, pre.horizon
-        example = (torch.linspace(1.0, 2.0, 2 * (c + 3)).reshape(2, c + 3).double(),)
+        example: tuple[torch.Tensor, ...] = (
+            torch.linspace(1.0, 2.0, 2 * (c + 3)).reshape(2, c + 3).double(),
+        )
         inputs = {
             "history": f"float64 (n, L): each series' last L values (the last {c} are the "
             "context; all L set the scale's floor), oldest first; NaN = missing (gaps filled "
@@ -133,18 +136,18 @@ def _signature(model: SgemModel, kind: str, qs: tuple[float, ...]):
     else:
         numeric, categorical = _columns(model)
         module = TableGraph(model, qs)
-        example = [torch.zeros(2, len(numeric), dtype=torch.float64)]
+        tensors = [torch.zeros(2, len(numeric), dtype=torch.float64)]
         inputs = {"x": f"float64 (n, {len(numeric)}): columns {numeric}; NaN = missing"}
         axes = {"x": {0: "n"}}
         if categorical:
-            example.append(torch.tensor([[0] * len(categorical), [1] * len(categorical)]))
+            tensors.append(torch.tensor([[0] * len(categorical), [1] * len(categorical)]))
             cat_names = [c["name"] for c in categorical]
             inputs["categories"] = (
                 f"string (n, {len(cat_names)}): columns {cat_names} as text; "
                 f"{MISSING_CATEGORY!r} = missing"
             )
             axes["codes"] = {0: "n"}
-        example = tuple(example)
+        example = tuple(tensors)
         if kind == "classifier":
             outputs = {
                 "probabilities": f"float32 (n, {len(model.classes)}): classes {model.classes}",
@@ -267,6 +270,7 @@ def _metadata(model: SgemModel, kind: str, qs, in_doc: dict, out_doc: dict) -> d
         meta["sgem.classes"] = json.dumps(model.classes, default=str)
     if kind == "forecaster":
         pre = model.preprocessor
+        assert isinstance(pre, ForecastPreprocessor)
         meta |= {"sgem.context": str(pre.context), "sgem.horizon": str(pre.horizon)}
     else:
         meta["sgem.numeric_columns"] = json.dumps(numeric)

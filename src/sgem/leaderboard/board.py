@@ -20,7 +20,15 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask, Split
-from ..moe.combination import log_density, mixed_log_density, mixture_nll, sample_nll
+from ..moe.combination import (
+    WQL_GRID,
+    log_density,
+    member_quantiles,
+    mixed_log_density,
+    mixture_nll,
+    quantile_loss,
+    sample_nll,
+)
 from ..moe.scoring import score_outputs
 from .members import Member
 
@@ -44,6 +52,32 @@ def greedy_ensemble(
                 best, best_j = nll, j
         counts[best_j] += 1
     return counts / counts.sum()
+
+
+def greedy_quantile_ensemble(
+    outs: list[np.ndarray], y: np.ndarray, rounds: int = ROUNDS
+) -> np.ndarray:
+    """Caruana's greedy selection for forecasters: the weights (sum 1) whose average of the
+    members' quantiles has the lowest mean quantile loss (the wQL's levels) on validation."""
+    qs = member_quantiles_stack(outs)
+    y = np.asarray(y, dtype=np.float64)
+    counts = np.zeros(len(outs))
+    for _ in range(rounds):
+        best, best_j = math.inf, 0
+        for j in range(len(outs)):
+            trial = counts.copy()
+            trial[j] += 1
+            avg = np.tensordot(trial / trial.sum(), qs, axes=1)
+            loss = float(quantile_loss(dict(zip(WQL_GRID, avg, strict=True)), y).mean())
+            if loss < best - 1e-12:
+                best, best_j = loss, j
+        counts[best_j] += 1
+    return counts / counts.sum()
+
+
+def member_quantiles_stack(outs: list[np.ndarray]) -> np.ndarray:
+    """(members, levels, ...) quantiles of every member on the wQL's levels."""
+    return np.stack([member_quantiles(o, WQL_GRID) for o in outs])
 
 
 def scores(out: np.ndarray, split: Split, task: ClusteredTask, seed: int, crps_samples: int):
@@ -86,6 +120,7 @@ def rows(
 __all__ = [
     "ROUNDS",
     "greedy_ensemble",
+    "greedy_quantile_ensemble",
     "log_density",
     "mixture_nll",
     "rows",

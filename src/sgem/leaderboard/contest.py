@@ -25,14 +25,27 @@ import torch
 
 from ..data.task import ClusteredTask
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
-from ..moe.combination import mixed_log_density
+from ..moe.combination import (
+    WQL_GRID,
+    averaged_quantiles,
+    member_quantiles,
+    mixed_log_density,
+    quantile_loss,
+)
 from ..moe.final_calibration import split_outputs, validation_outputs
 from ..moe.scoring import score_outputs
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
-from .board import greedy_ensemble, log_density, mixture_nll, rows, sample_nll
+from .board import (
+    greedy_ensemble,
+    greedy_quantile_ensemble,
+    log_density,
+    mixture_nll,
+    rows,
+    sample_nll,
+)
 from .members import Member, classical_members, global_network, sklearn_members
 
 #: how many of the experts' cells (largest regions first) get a global network
@@ -40,6 +53,11 @@ GLOBAL_CELLS = 2
 #: a cluster keeps its own expert only where the expert's validation NLL is lower than the
 #: global network's by this many standard errors of the paired difference
 MARGIN_SE = 2.0
+#: a combination is saved where its validation gain over the MoE alone exceeds this many
+#: standard errors: less than for re-routing, since a mixture can only widen what it
+#: mixes (its NLL is never above its members' weighted mean), as AutoGluon's weighted
+#: ensemble is shipped whenever it wins
+COMBINE_MARGIN_SE = 1.0
 
 
 @dataclass
@@ -154,7 +172,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
     """The combination of the selective-routing MoE with the members that greedy ensemble
     selection picks on validation (tables: the scikit-learn models; series: AutoETS and
     AutoTheta, refitted per series at forecast time), kept only where it beats the MoE alone
-    there by `MARGIN_SE` standard errors of the paired per-sample log density (the weights
+    there by `COMBINE_MARGIN_SE` standard errors of the paired per-sample log density (the weights
     are fit on those same samples, so a small gain is not trusted). Returns ((Combination,
     state, arrays, holdout scores), its leaderboard row), or (None, None)."""
     from ..moe.classical import season_of
@@ -171,15 +189,25 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         return None, None
     y_val = task.val.y[has]
     outs = [ship_val[has], *[_val(m)[has] for m in ready]]
-    weights = greedy_ensemble(outs, y_val, task.loss)
+    forecasting = any(m.classical is not None for m in ready)
+    if forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels)
+        weights = greedy_quantile_ensemble(outs, y_val)
+    else:
+        weights = greedy_ensemble(outs, y_val, task.loss)
     if weights[0] == 1.0:
         return None, None
     used = [i for i in range(1, len(outs)) if weights[i] > 0]
     w = np.asarray([weights[0], *[weights[i] for i in used]])
-    logs = np.stack([log_density(outs[i], y_val, task.loss) for i in (0, *used)])
-    gain = mixed_log_density(logs, w) - mixed_log_density(logs[:1], np.ones(1))
+    if forecasting:  # per window: the MoE's quantile loss minus the combination's
+        chosen = [outs[i] for i in (0, *used)]
+        gain = quantile_loss(
+            dict(zip(WQL_GRID, member_quantiles(outs[0], WQL_GRID), strict=True)), y_val
+        ) - quantile_loss(averaged_quantiles(chosen, w, WQL_GRID), y_val)
+    else:
+        logs = np.stack([log_density(outs[i], y_val, task.loss) for i in (0, *used)])
+        gain = mixed_log_density(logs, w) - mixed_log_density(logs[:1], np.ones(1))
     se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
-    if not gain.mean() > MARGIN_SE * se:
+    if not gain.mean() > COMBINE_MARGIN_SE * se:
         return None, None
     members = [ready[i - 1] for i in used]
     exported = [
@@ -203,7 +231,8 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         "seconds": 0.0,
         "validation": {k.removeprefix("test_"): v for k, v in validation.items()},
         "holdout": {k.removeprefix("test_"): v for k, v in holdout.items()},
-        "note": f"weights fit on validation; paired gain {gain.mean():.4f} (se {se:.4f})",
+        "note": f"weights fit on validation; paired gain in "
+        f"{'quantile loss' if forecasting else 'log density'} {gain.mean():.4f} (se {se:.4f})",
     }
     return (combination, state, arrays, holdout), row
 

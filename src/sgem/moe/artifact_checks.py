@@ -81,6 +81,7 @@ def check_doc(doc: dict, file: Path, required: tuple[str, ...]) -> None:
     n_out = task.get("n_out")
     if not is_int(n_out, 1):
         raise bad(file, f"task.n_out must be an integer >= 1, got {n_out!r}")
+    assert isinstance(n_out, int)  # is_int checked it; tells the type checker
     n_classes, classes = task.get("n_classes"), task.get("classes")
     if task["loss"] == "cross_entropy":
         if not is_int(n_classes, 2) or n_classes != n_out:
@@ -304,7 +305,11 @@ def check_weights(module: nn.Module, weights: dict, prefix: str, file: Path, wha
         problem = f"missing tensors {missing[:3]}, unknown tensors {extra[:3]}"
     for name, want in expected.items():
         got = own.get(name)
-        if not problem and (tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype):
+        if (
+            not problem
+            and got is not None
+            and (tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype)
+        ):
             problem = (
                 f"tensor {prefix}{name} is {got.dtype} {tuple(got.shape)}, the architecture "
                 f"needs {want.dtype} {tuple(want.shape)}"

@@ -9,7 +9,9 @@ it helps) instead of a worse one. The members are stored as plain arrays
 states in model.json's info["combination"]; classical forecasters (`sgem.moe.classical`)
 store only their name and are refitted on each series' history at forecast time. Predicting
 mixes class probabilities, or Student-t / Normal densities whose quantiles are found by
-bisection of the mixture's CDF (per forecast step).
+bisection of the mixture's CDF; a forecaster averages its members' quantiles instead (its
+weights are chosen for the quantile loss, as AutoGluon's time-series ensemble does: a
+density mixture of a sharp and a wide member is wider than either).
 Scores of a combination come from `scores`, one function for the run and `evaluate`.
 """
 
@@ -161,7 +163,15 @@ class Combination:
         s = np.asarray(window_scale, dtype=np.float64)[:, None]
         moe = np.asarray(moe_params, dtype=np.float64)
         outs = [moe, *self.classical_outputs(histories, s, moe.shape[1])]
-        return {q: v * s for q, v in mixture_quantiles(outs, self.weights, qs).items()}
+        return {q: v * s for q, v in self.quantiles_of(outs, qs).items()}
+
+    def quantiles_of(self, outs: list[np.ndarray], qs) -> dict[float, np.ndarray]:
+        """The combination's quantiles from its members' outputs (the MoE's first): a
+        forecaster averages the members' quantiles with the weights (quantile averaging,
+        as the weights were chosen for the quantile loss); a regressor mixes densities."""
+        if self.forecasting:
+            return averaged_quantiles(outs, self.weights, qs)
+        return mixture_quantiles(outs, self.weights, qs)
 
     def classical_outputs(
         self, histories: list[np.ndarray], window_scale, horizon: int
@@ -183,13 +193,47 @@ class Combination:
     def scores_of(self, outs: list[np.ndarray], y: np.ndarray) -> dict:
         """Scores of the mixture of the members' outputs (the MoE's first), model units:
         its NLL, and accuracy (classes) or the RMSE of its median (regression, forecasts)."""
-        nll = mixture_nll(outs, self.weights, y, self.loss)
+        nll = None if self.forecasting else mixture_nll(outs, self.weights, y, self.loss)
         if self.loss == "cross_entropy":
             mixed = sum(w * _softmax(o) for w, o in zip(self.weights, outs, strict=True))
             return {"test_nll": nll, "test_accuracy": float((mixed.argmax(1) == y).mean())}
-        median = mixture_quantiles(outs, self.weights, (0.5,))[0.5]
+        median = self.quantiles_of(outs, (0.5,))[0.5]
         err = median.reshape(len(median), -1) - np.asarray(y, np.float64).reshape(len(median), -1)
-        return {"test_nll": nll, "test_rmse": float(np.sqrt(np.mean(err**2)))}
+        rmse = float(np.sqrt(np.mean(err**2)))
+        if self.forecasting:  # no density: the CRPS from the quantile loss on a fine grid
+            q = averaged_quantiles(outs, self.weights, CRPS_GRID)
+            return {"test_rmse": rmse, "test_crps": float(quantile_loss(q, y).mean())}
+        return {"test_nll": nll, "test_rmse": rmse}
+
+
+#: quantile levels whose mean pinball loss (x 2) approximates the CRPS
+CRPS_GRID = tuple(np.round(np.arange(0.05, 0.96, 0.05), 2))
+#: the levels the weights of a forecasting combination are chosen on (the wQL's)
+WQL_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def member_quantiles(out: np.ndarray, qs) -> np.ndarray:
+    """(len(qs), ...) quantiles of one member's Student-t outputs (..., 3)."""
+    return np.stack([out[..., 0] + out[..., 1] * stats.t.ppf(q, out[..., 2]) for q in qs])
+
+
+def averaged_quantiles(outs: list[np.ndarray], weights, qs) -> dict[float, np.ndarray]:
+    """The weighted average of the members' quantiles, level by level (Vincentisation)."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = sum(wi * member_quantiles(o, qs) for wi, o in zip(w, outs, strict=True) if wi > 0)
+    total = np.asarray(total) / w[w > 0].sum()
+    return {float(q): total[i] for i, q in enumerate(qs)}
+
+
+def quantile_loss(quantiles: dict[float, np.ndarray], y: np.ndarray) -> np.ndarray:
+    """Per sample, 2 x the mean pinball loss over the levels and steps (the CRPS on a fine
+    grid of levels; the weighted quantile loss's numerator on the wQL's levels)."""
+    y = np.asarray(y, dtype=np.float64)
+    losses = []
+    for q, v in quantiles.items():
+        d = y.reshape(v.shape) - v
+        losses.append(2 * np.maximum(q * d, (q - 1) * d).reshape(len(v), -1).mean(axis=1))
+    return np.mean(losses, axis=0)
 
 
 def mixture_quantiles(outs: list[np.ndarray], weights, qs) -> dict[float, np.ndarray]:
@@ -286,10 +330,13 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 __all__ = [
     "MEMBERS_FILE",
     "Combination",
+    "averaged_quantiles",
     "load_combination",
     "log_density",
+    "member_quantiles",
     "mixed_log_density",
     "mixture_nll",
     "mixture_quantiles",
+    "quantile_loss",
     "sample_nll",
 ]

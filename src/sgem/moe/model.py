@@ -36,11 +36,11 @@ from .calibration import (
     never_negative,
     t_quantiles,
 )
-from .combination import Combination, load_combination, mixture_quantiles
+from .combination import Combination, load_combination
 from .forecast_result import Forecast
 from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
-from .scoring import in_target_units, score_outputs
+from .scoring import in_target_units, score_outputs, without_moe_densities
 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 #: the card's name of the test split of a model saved without one
@@ -269,7 +269,10 @@ class SgemModel:
         built like the run's (preprocessed, cluster ids known, e.g. `task.test`): then the
         scores equal the run's exactly (the forward pass runs on the run's torch thread
         count, since a different count changes float summation order). `seed` and
-        `crps_samples` (default: the run's) drive the sample CRPS.
+        `crps_samples` (default: the run's) drive the sample CRPS. A forecaster saved as a
+        combination refits its classical members on each series given (raw input), or on
+        each window's context (a `Split`, which holds no whole histories: then its scores
+        differ from the run's, whose members saw each series up to the window's end).
         """
         info = self.spec.info
         seed = int(info.get("seed", 0)) if seed is None else int(seed)
@@ -311,9 +314,10 @@ class SgemModel:
                 else (self.preprocessor.histories(x), scale)  # type: ignore[union-attr]
             )
             outs = [out.double().numpy(), *mix.classical_outputs(histories, s, out.shape[1])]
-            scores |= mix.scores_of(outs, np.asarray(y))
-            q = mixture_quantiles(outs, mix.weights, (0.1, 0.9))
-            return scores | {"test_coverage_80": coverage(np.asarray(y), q[0.1], q[0.9])["overall"]}
+            combined = mix.scores_of(outs, np.asarray(y))
+            q = mix.quantiles_of(outs, (0.1, 0.9))
+            cover = coverage(np.asarray(y), q[0.1], q[0.9])["overall"]
+            return without_moe_densities(scores | combined, combined) | {"test_coverage_80": cover}
         if mix is not None:  # the saved combination's own scores
             scores |= mix.scores(out.double().numpy(), x_model, np.asarray(y))
         target = info.get("target_standardisation")

@@ -94,4 +94,23 @@ def in_target_units(scores: dict, out, y: np.ndarray, std: float) -> dict:
     }
 
 
-__all__ = ["evaluate_forecasts", "forecast_metrics", "in_target_units", "score_outputs"]
+#: metrics of the MoE's density that a quantile-averaging combination does not have
+DENSITY_METRICS = ("test_nll", "test_crps_closed_form", "per_domain_test_nll")
+
+
+def without_moe_densities(metrics: dict, combined: dict) -> dict:
+    """A forecasting combination averages quantiles and has no density: the MoE member's
+    NLLs would read as the saved model's, so they are dropped."""
+    if "test_nll" in combined:
+        return metrics
+    return {k: v for k, v in metrics.items() if k not in DENSITY_METRICS}
+
+
+__all__ = [
+    "DENSITY_METRICS",
+    "evaluate_forecasts",
+    "forecast_metrics",
+    "in_target_units",
+    "score_outputs",
+    "without_moe_densities",
+]

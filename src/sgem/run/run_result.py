@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..moe.scoring import without_moe_densities
 from ..search.sgem import SearchResult
 from .budget_clock import BudgetClock
 from .rundir import versions
@@ -136,7 +137,9 @@ def shipped_metrics(result: dict, shipped, task: ClusteredTask, combination=None
     searched MoE's (result.json's) unless the leaderboard saved another routing, and a
     saved combination's own holdout scores (`combination[3]`) over those."""
     metrics = _routing_metrics(model_metrics(result), result, shipped, task)
-    return metrics if combination is None else metrics | combination[3]
+    if combination is None:
+        return metrics
+    return without_moe_densities(metrics | combination[3], combination[3])
 
 
 def _routing_metrics(metrics: dict, result: dict, shipped, task: ClusteredTask) -> dict:
