@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from sgem.data import make_toy_task
-from sgem.executors import job_seed
+from sgem.execution.executors import job_seed
 from sgem.search.masks import log_uniform_size_mask
 from sgem.space import TabularSpace
 from sgem.train import TrainConfig, Trainer

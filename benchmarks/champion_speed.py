@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from sgem.bench.machine import busiest, load_average
-from sgem.executors import ProcessExecutor
-from sgem.runconfig import build_space, build_task, load_run_config
+from sgem.execution.executors import ProcessExecutor
+from sgem.run.runconfig import build_space, build_task, load_run_config
 from sgem.search.champion import champion_cell
 from sgem.train.trainer import Trainer
 

@@ -28,7 +28,7 @@ import pandas as pd
 import sgem
 from sgem.bench.machine import commit
 from sgem.forecast import seasonality
-from sgem.predict_io import predict_file
+from sgem.run.predict_io import predict_file
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
 HORIZONS = {"yearly": 6, "quarterly": 8, "other": 8, "monthly": 18}

@@ -22,7 +22,7 @@ import pandas as pd
 import yaml
 
 import sgem
-from sgem.crash_drill import attempt, next_command
+from sgem.run.crash_drill import attempt, next_command
 
 HERE = Path(__file__).resolve().parent
 M3 = HERE.parents[1] / "shared" / "data" / "competition" / "m3_other_train.csv"

@@ -110,7 +110,7 @@ def api_search(train: Path, test: Path, seed: int) -> dict:
 
     from sgem.data.build import build_task
     from sgem.moe.cluster_gated import train_final_moe
-    from sgem.pipeline import build_space, load_config
+    from sgem.run.pipeline import build_space, load_config
     from sgem.search import SGEM, SearchConfig
 
     start = time.perf_counter()

@@ -5,7 +5,7 @@ want different operations (linear, ring, parabola; `sgem.data.mixtures`), search
 with K = G experts (the `toy` preset's search), against Global single: the best of B random
 cells trained on all clusters (K = 1), with B = SGEM's own number of candidate trainings on
 that seed (matched budget) and, for reference, B = 16. Every final network goes through the
-same protocol (`sgem.experiment.finish`: retrained on train + validation, tested once).
+same protocol (`sgem.run.experiment.finish`: retrained on train + validation, tested once).
 
 Prints and saves per seed: test accuracy and NLL of each, SGEM's oracle match and
 trainings, and the paired differences (SGEM minus Global single).
@@ -26,8 +26,8 @@ import torch
 
 from sgem.baselines import BaselineSetup, get_baseline
 from sgem.data.mixtures import make_mixture_task
-from sgem.experiment import run_sgem
-from sgem.pipeline import load_config
+from sgem.run.experiment import run_sgem
+from sgem.run.pipeline import load_config
 from sgem.search.config import SearchConfig
 from sgem.space.registry import build_space
 

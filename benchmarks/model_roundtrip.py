@@ -26,7 +26,7 @@ METRICS = ("test_accuracy", "test_nll", "test_crps", "test_crps_closed_form")
 
 CHECK = """
 import json, sys, yaml, numpy as np, sgem
-from sgem.pipeline import build_task_from_config
+from sgem.run.pipeline import build_task_from_config
 run = sys.argv[1]
 model = sgem.load(run)
 cfg = yaml.safe_load(open(run + "/config.yaml"))["run"]

@@ -31,7 +31,7 @@ from sgem.bench.stats import window_bootstrap
 from sgem.bench.tasks import build_task
 from sgem.forecast import split_params, student_t_nll
 from sgem.moe.cluster_gated import train_final_moe
-from sgem.pipeline import build_space
+from sgem.run.pipeline import build_space
 from sgem.search.config import SearchConfig
 from sgem.space.arch import Arch
 

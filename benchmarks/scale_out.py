@@ -1,7 +1,7 @@
 """Scale-out of the SGEM search on Ray: wall clock, speed-up and worker utilisation.
 
 Where a candidate takes minutes on a GPU, what matters is whether the search keeps its
-workers busy. Each candidate here is a latency model (`sgem.latency.LatencyModel`: a fixed
+workers busy. Each candidate here is a latency model (`sgem.execution.latency.LatencyModel`: a fixed
 sleep, then a deterministic synthetic loss vector: two groups of clusters preferring
 different ops), run through the real search (real surrogate, E- and M-steps, exploration,
 finalisation) on a local Ray with 1, 2, 4, 8 and 16 workers on a two-core machine: they
@@ -47,8 +47,8 @@ import torch
 
 from sgem.bench.scale_out import add_speedups, plot, search_config, table
 from sgem.data import make_toy_task
-from sgem.executors import RayExecutor, TrainJob, collect, job_seed, submit
-from sgem.latency import LatencyModel
+from sgem.execution.executors import RayExecutor, TrainJob, collect, job_seed, submit
+from sgem.execution.latency import LatencyModel
 from sgem.search import SGEM, SearchConfig
 from sgem.space import TabularSpace
 
@@ -73,8 +73,8 @@ def configured(mode: str, args: argparse.Namespace) -> SearchConfig:
 
 def _started(seconds: float) -> int:
     """Runs on a Ray worker: import what training imports, hold the slot, say who ran."""
-    import sgem.executors
-    import sgem.latency  # noqa: F401
+    import sgem.execution.executors
+    import sgem.execution.latency  # noqa: F401
 
     time.sleep(seconds)
     return os.getpid()

@@ -22,8 +22,8 @@ import pandas as pd
 
 import sgem
 from sgem.data.user_tasks import series_task
-from sgem.pipeline import read_config_file
-from sgem.predict_io import predict_file
+from sgem.run.pipeline import read_config_file
+from sgem.run.predict_io import predict_file
 
 
 def smape(y: np.ndarray, f: np.ndarray) -> float:

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from sgem.search.store import read_completed
 from sgem.space.registry import build_space
-from sgem.store import read_completed
 from sgem.surrogate.model import Surrogate, SurrogateConfig, kendall_tau
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from sgem.pipeline import run_experiment
+from sgem.run.pipeline import run_experiment
 
 VARIANTS: dict[str, dict] = {
     "full": {},

@@ -30,13 +30,13 @@ import torch
 
 from sgem.baselines import BaselineSetup, best_single_architecture, geometry_partition
 from sgem.bench.stats import rank_agreement
-from sgem.experiment import finish
-from sgem.pipeline import build_space, run_experiment
-from sgem.runconfig import RunConfig, build_task
-from sgem.rundir import RunDirectory
+from sgem.run.experiment import finish
+from sgem.run.pipeline import build_space, run_experiment
+from sgem.run.runconfig import RunConfig, build_task
+from sgem.run.rundir import RunDirectory
 from sgem.search.exploration import align_labels
+from sgem.search.store import read_completed
 from sgem.space.arch import Arch
-from sgem.store import read_completed
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import Trainer
 

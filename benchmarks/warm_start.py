@@ -28,8 +28,8 @@ import torch
 
 from sgem.baselines import BaselineSetup, best_single_architecture
 from sgem.moe.final_length import ValidationLength, track_validation
-from sgem.pipeline import build_space
-from sgem.runconfig import build_task, load_run_config
+from sgem.run.pipeline import build_space
+from sgem.run.runconfig import build_task, load_run_config
 from sgem.search.geometry import geometry_partition
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import Trainer, make_optimizer

@@ -133,10 +133,10 @@ class InputRefused(Exception):
 
 def read_run(root: Path, n_clusters: int) -> dict:
     """Every reader of a run directory, in the order `sgem resume` / `sgem show` use them."""
-    from sgem.runconfig import config_fingerprint
-    from sgem.rundir import RunDirectory
+    from sgem.run.runconfig import config_fingerprint
+    from sgem.run.rundir import RunDirectory
     from sgem.search.checkpoint import decode_checkpoint
-    from sgem.store import ObservationStore, read_completed
+    from sgem.search.store import ObservationStore, read_completed
 
     rundir = RunDirectory(root)
     snap: dict[str, Any] = {"config": rundir.read_config(), "result": rundir.read_result()}

@@ -10,10 +10,10 @@ import stat
 import numpy as np
 import pytest
 
-from sgem.analysis import RunObservations, format_op_table, load_run, op_effects
 from sgem.cli import main
+from sgem.report.analysis import RunObservations, format_op_table, load_run, op_effects
+from sgem.search.store import Observation, ObservationStore
 from sgem.space.timeseries import TimeSeriesSpace
-from sgem.store import Observation, ObservationStore
 
 OPS = ("moving_average", "dilated_conv", "gru", "skip")
 M = 6  # clusters 0-2: domain "a"; clusters 3-5: domain "b"

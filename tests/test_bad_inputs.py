@@ -171,7 +171,7 @@ def test_valid_configs_are_accepted():
 
 
 def test_presets_and_config_files_still_load():
-    import sgem.pipeline as p
+    import sgem.run.pipeline as p
 
     for name in p.PRESETS:
         cfg = SearchConfig.from_dict(p.load_config(name)["search"])

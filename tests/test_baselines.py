@@ -194,7 +194,7 @@ def test_forecasting_baselines_refuse_classification_tasks(setup):
 
 
 def test_measured_architecture_spread_under_oracle_routing(task, setup):
-    from sgem.architecture_spread import measure_architecture_spread
+    from sgem.report.architecture_spread import measure_architecture_spread
 
     spread = measure_architecture_spread(task, setup.space, setup.train, n_archs=3, seed=0)
     groups = {task.meta["domain_names"][d] for d in np.unique(task.oracle_partition)}

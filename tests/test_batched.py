@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sgem.data import make_toy_task
-from sgem.executors import BatchedExecutor, InlineExecutor, TrainJob, job_seed
+from sgem.execution.executors import BatchedExecutor, InlineExecutor, TrainJob, job_seed
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig, Trainer
 from sgem.train.batched import MAX_CELLS, BatchedTabularTrainer, plan_chunks

@@ -77,7 +77,7 @@ def test_a_benchmark_task_is_the_packages_task() -> None:
     """sgem.bench builds the task the run config's builder builds (one build path)."""
     from sgem.bench.config import scale_defaults
     from sgem.bench.tasks import build_task
-    from sgem.runconfig import build_task_from_config
+    from sgem.run.runconfig import build_task_from_config
 
     cfg = scale_defaults("smoke")
     task = build_task(cfg["task"], seed=1)

@@ -182,9 +182,9 @@ def _val_tensors(task, sel):
 
 
 def test_validation_predictions_come_from_networks_that_never_saw_them(forecaster) -> None:
-    from sgem.experiment import finish
     from sgem.moe.final_calibration import validation_outputs
     from sgem.random_streams import expert_seed
+    from sgem.run.experiment import finish
 
     task, _, trainer, archs, assignment = forecaster
     final = finish("sgem", task, trainer, assignment, archs, 0, final_steps=5)
@@ -211,8 +211,8 @@ def test_validation_predictions_come_from_networks_that_never_saw_them(forecaste
 def test_a_calibrated_forecaster_keeps_nonnegative_series_at_or_above_zero(
     forecaster, tmp_path
 ) -> None:
-    from sgem.experiment import finish
     from sgem.moe.final_calibration import calibrate_final
+    from sgem.run.experiment import finish
 
     task, space, trainer, archs, assignment = forecaster
     final = finish(

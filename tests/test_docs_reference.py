@@ -40,7 +40,7 @@ def test_reference_names_every_command_and_field() -> None:
 
 
 def test_plain_meanings_name_real_fields() -> None:
-    from sgem.runconfig import RunConfig
+    from sgem.run.runconfig import RunConfig
     from sgem.search.config import SearchConfig
     from sgem.surrogate.model import SurrogateConfig
     from sgem.train.trainer import TrainConfig

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sgem.data import make_toy_task
-from sgem.executors import (
+from sgem.execution.executors import (
     InlineExecutor,
     ProcessExecutor,
     RayExecutor,
@@ -18,8 +18,8 @@ from sgem.executors import (
     job_seed,
 )
 from sgem.search import SGEM, SearchConfig
+from sgem.search.store import ObservationStore
 from sgem.space import Arch, TabularSpace
-from sgem.store import ObservationStore
 from sgem.train import TrainConfig, Trainer
 
 TRAIN = TrainConfig(steps=15)
@@ -124,7 +124,7 @@ class _FlakyExecutor:
         self.inner, self.bad_key, self.calls = inner, bad_key, []
 
     def run(self, jobs):
-        from sgem.executors import JobResult
+        from sgem.execution.executors import JobResult
 
         self.calls.append([j.arch.key for j in jobs])
         out = self.inner.run(jobs)
@@ -199,8 +199,8 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length, capsys) 
     """The processes executor retrains the final MoE's experts side by side; the weights it
     sends back give exactly the model trained here one expert after another (and the
     progress bar counts each expert that comes back)."""
+    from sgem.execution.progress import shown
     from sgem.moe.cluster_gated import train_final_moe
-    from sgem.progress import shown
 
     task, space, jobs, _ = setup
     trainer = Trainer(task, space, TRAIN)
@@ -228,7 +228,7 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length, capsys) 
 
 
 def test_auto_picks_workers_on_a_multicore_cpu_only(monkeypatch) -> None:
-    import sgem.executors as ex
+    import sgem.execution.executors as ex
 
     monkeypatch.setattr(ex, "default_threads", lambda: 2)
     assert ex.resolve_executor("auto", "cpu") == "processes"
@@ -241,7 +241,7 @@ def test_auto_picks_workers_on_a_multicore_cpu_only(monkeypatch) -> None:
 
 
 def test_inline_background_chunks_equal_deferred_ones(setup) -> None:
-    from sgem.jobs import collect, submit
+    from sgem.execution.jobs import collect, submit
     from sgem.train.trainer import intra_op_threads
 
     task, space, jobs, reference = setup

@@ -15,7 +15,7 @@ from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.final_length import ValidationLength
 from sgem.search.config import SearchConfig
 from sgem.search.final_check import contenders, final_check, ranked_architectures
-from sgem.store import Observation, ObservationStore
+from sgem.search.store import Observation, ObservationStore
 from sgem.train.trainer import Trainer
 
 RULE = ValidationLength(max_factor=2.0, n_evals=4, patience=2)

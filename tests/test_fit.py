@@ -14,10 +14,10 @@ import pytest
 from helpers import TINY_SEARCH
 
 import sgem
-from sgem.budget import final_units, parse_duration, plan_search
 from sgem.cli import main
 from sgem.errors import SgemUserError
-from sgem.fitting import fit_config, infer_kind
+from sgem.run.budget import final_units, parse_duration, plan_search
+from sgem.run.fitting import fit_config, infer_kind
 from sgem.search import SearchConfig
 
 #: a seconds-long search (the same keys as configs/toy-smoke.yaml)
@@ -97,7 +97,7 @@ def test_a_short_budget_makes_the_forecasting_final_stage_cheaper(tmp_path, monk
     short budget: the run gives them up, says so in budget_plan.json / result.json, and
     trains its final experts as planned. The pilot is made slow so the plan is tight on
     any machine."""
-    import sgem.budget
+    import sgem.run.budget
 
     rng = np.random.default_rng(1)
     frames = []
@@ -114,7 +114,7 @@ def test_a_short_budget_makes_the_forecasting_final_stage_cheaper(tmp_path, monk
         "search": {**TINY["search"], "n_experts": 2, "train": {"steps": 10, "batch_size": 32}},
         "crps_samples": 10,
     }
-    monkeypatch.setattr(sgem.budget, "pilot_seconds", lambda *a, **k: 2.0)
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 2.0)
     out = tmp_path / "run"
     model = sgem.fit(path, horizon=7, out=out, progress=False, config=override, time_budget=60)
     plan = json.loads((out / "budget_plan.json").read_text())
@@ -226,7 +226,7 @@ def test_budget_plan_makes_the_final_stage_cheaper_when_it_does_not_fit() -> Non
     """The forecasting presets' final stage (warm starts + a champion cell) costs tens of
     candidate trainings; a short budget gives up the champion, then warm starts, then the
     validation-chosen length, then final steps, and says so."""
-    from sgem.budget import FINAL_SHARE, MIN_STEP_FRACTION, apply_plan
+    from sgem.run.budget import FINAL_SHARE, MIN_STEP_FRACTION, apply_plan
 
     cfg = SearchConfig(n_experts=4, champion_cells=16, final_steps=500)
     ladder = [
@@ -287,7 +287,7 @@ def test_experts_auto_picks_k_on_validation(table, tmp_path) -> None:
 
 
 def test_budget_plan_shortens_candidates_when_even_the_smallest_search_is_too_long() -> None:
-    from sgem.budget import MIN_STEP_FRACTION, apply_plan
+    from sgem.run.budget import MIN_STEP_FRACTION, apply_plan
 
     cfg = SearchConfig(final_steps=150)  # one candidate training per expert
     tight, plan = plan_search(cfg, seconds=5, candidate_seconds=0.5)

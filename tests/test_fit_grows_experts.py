@@ -10,7 +10,7 @@ import pandas as pd
 from helpers import TINY_SEARCH
 
 import sgem
-from sgem.fitting import _why_not_grow, grows_experts
+from sgem.run.fitting import _why_not_grow, grows_experts
 
 
 def _row(k: int, loss: float, seconds: float = 10.0, m: int = 20) -> dict:

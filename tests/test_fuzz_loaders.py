@@ -54,7 +54,7 @@ def held_run(bases, tmp_path_factory):
         [
             sys.executable,
             "-c",
-            "import time; from sgem.rundir import RunDirectory\n"
+            "import time; from sgem.run.rundir import RunDirectory\n"
             f"with RunDirectory({str(run)!r}).lock():\n"
             "    print('held', flush=True); time.sleep(300)\n",
         ],

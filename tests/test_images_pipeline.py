@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sgem.cli import main
-from sgem.pipeline import preset, run_experiment
+from sgem.run.pipeline import preset, run_experiment
 from sgem.search.config import SearchConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

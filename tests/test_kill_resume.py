@@ -19,8 +19,8 @@ from helpers import TINY_SEARCH
 
 import sgem
 from sgem.atomic import recover_dir, replace_dir, write_atomic
-from sgem.crash_drill import attempt, next_command
-from sgem.rundir import RunDirectory, RunDirectoryError
+from sgem.run.crash_drill import attempt, next_command
+from sgem.run.rundir import RunDirectory, RunDirectoryError
 
 SGEM = shutil.which("sgem") or "sgem"
 #: kill i: a seeded random moment, or just after clock stage X (inside the next stage)

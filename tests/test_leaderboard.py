@@ -103,7 +103,7 @@ def test_every_table_fit_ends_with_a_leaderboard_and_saves_no_worse_on_validatio
 def model_split(run):
     import yaml
 
-    from sgem.pipeline import build_task_from_config
+    from sgem.run.pipeline import build_task_from_config
 
     cfg = yaml.safe_load((run / "config.yaml").read_text())["run"]
     return build_task_from_config(cfg["task"], cfg["seed"]).test

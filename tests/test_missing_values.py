@@ -18,8 +18,8 @@ from sgem.cli import main
 from sgem.data.files import encode_table, read_table
 from sgem.data.table_contract import TableWarning
 from sgem.errors import SgemUserError
-from sgem.fitting import fit_config
-from sgem.runconfig import RunConfig
+from sgem.run.fitting import fit_config
+from sgem.run.runconfig import RunConfig
 
 
 def _holey(n: int = 400, seed: int = 0) -> pd.DataFrame:

@@ -248,7 +248,7 @@ def test_loading_never_unpickles(toy, tmp_path) -> None:
 
 def test_run_directory_holds_a_model_and_cli_predicts(tmp_path) -> None:
     from sgem.cli import main
-    from sgem.pipeline import run_experiment
+    from sgem.run.pipeline import run_experiment
 
     run = tmp_path / "run"
     result = run_experiment("toy", seed=1, out=run, progress=False, config_file=SMOKE)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from sgem.cli import main
-from sgem.pipeline import run_experiment
-from sgem.rundir import RunDirectoryError
+from sgem.run.pipeline import run_experiment
+from sgem.run.rundir import RunDirectoryError
 
 SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
 REQUIRED = {
@@ -92,9 +92,9 @@ def test_typed_run_config_is_the_same_run(smoke_run) -> None:
     its config.yaml text and store fingerprint are unchanged, so the finished run is reused."""
     import yaml
 
-    from sgem.pipeline import run_config
-    from sgem.runconfig import config_fingerprint, load_run_config
-    from sgem.rundir import RunDirectory
+    from sgem.run.pipeline import run_config
+    from sgem.run.runconfig import config_fingerprint, load_run_config
+    from sgem.run.rundir import RunDirectory
 
     out, first = smoke_run
     cfg = load_run_config("toy", SMOKE, seed=3)

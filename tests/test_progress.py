@@ -1,4 +1,4 @@
-"""Progress bars after the search (`sgem.progress`): drawn only when a caller opts in."""
+"""Progress bars after the search (`sgem.execution.progress`): drawn only when a caller opts in."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from helpers import small_ts_space, small_ts_task
 
+from sgem.execution.progress import shown, stage_bar
 from sgem.moe.expert_fit import ExpertJob, fit_expert_jobs
-from sgem.progress import shown, stage_bar
 from sgem.train.trainer import TrainConfig, Trainer
 
 

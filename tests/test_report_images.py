@@ -9,7 +9,7 @@ import pytest
 import yaml
 from test_darts_space import tiny_image_task
 
-from sgem.report_images import (
+from sgem.report.image_figures import (
     cluster_representatives,
     plot_cluster_representatives,
     plot_run_representatives,

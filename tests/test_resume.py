@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sgem.pipeline import resume_experiment, run_experiment
-from sgem.store import StoreError
+from sgem.run.pipeline import resume_experiment, run_experiment
+from sgem.search.store import StoreError
 
 SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
 COMPARED = (

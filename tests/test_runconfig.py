@@ -20,7 +20,7 @@ from sgem.random_streams import (
     series_window_rng,
     stream_rng,
 )
-from sgem.runconfig import (
+from sgem.run.runconfig import (
     RunConfig,
     config_fingerprint,
     load_config,
@@ -65,7 +65,7 @@ def test_preset_file_is_the_source(name):
 
 
 def test_pipeline_presets_are_the_packaged_ones():
-    from sgem.pipeline import PRESETS
+    from sgem.run.pipeline import PRESETS
 
     assert list(PRESETS) == list(PRESET_NAMES)
     for name in PRESET_NAMES:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sgem.rundir import LOCK, RunDirectory, RunDirectoryError
+from sgem.run.rundir import LOCK, RunDirectory, RunDirectoryError
 
 
 def test_second_holder_refused_while_the_first_lives(tmp_path) -> None:
@@ -20,7 +20,7 @@ def test_second_holder_refused_while_the_first_lives(tmp_path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from sgem.rundir import RunDirectory\n"
+            "import sys, time; from sgem.run.rundir import RunDirectory\n"
             f"with RunDirectory({str(tmp_path)!r}).lock():\n"
             "    print('held', flush=True); time.sleep(30)\n",
         ],
@@ -69,7 +69,7 @@ def test_resume_refuses_a_lost_store(tmp_path) -> None:
     from pathlib import Path
 
     from sgem.errors import SgemUserError
-    from sgem.pipeline import resume_experiment, run_experiment
+    from sgem.run.pipeline import resume_experiment, run_experiment
 
     smoke = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
     run = tmp_path / "run"

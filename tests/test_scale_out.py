@@ -11,14 +11,21 @@ import torch
 
 from sgem.data import make_toy_task
 from sgem.errors import SgemUserError
-from sgem.executors import InlineExecutor, ProcessExecutor, TrainJob, collect, job_seed, submit
-from sgem.latency import LatencyModel, synthetic_losses
+from sgem.execution.executors import (
+    InlineExecutor,
+    ProcessExecutor,
+    TrainJob,
+    collect,
+    job_seed,
+    submit,
+)
+from sgem.execution.latency import LatencyModel, synthetic_losses
 from sgem.search import SGEM, SearchConfig
 from sgem.search.acquisition import acquire, arch_similarity
 from sgem.search.architecture import ExpertPool, draw_pool
 from sgem.search.ledger import Ledger
+from sgem.search.store import ObservationStore
 from sgem.space import Arch, TabularSpace
-from sgem.store import ObservationStore
 from sgem.surrogate import SurrogateConfig
 from sgem.train import TrainConfig, Trainer
 
@@ -69,7 +76,7 @@ class _CrashingInline:
         return self._train(jobs, self.inner.run)  # a whole batch: the inner executor plans
 
     def submit_chunk(self, jobs):
-        from sgem.executors import Deferred
+        from sgem.execution.executors import Deferred
 
         # a planned chunk, trained as one when collected
         return Deferred(lambda chunk: self._train(chunk, self.inner.runner.run), jobs)

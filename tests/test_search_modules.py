@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from sgem.executors import JobResult
+from sgem.execution.executors import JobResult
 from sgem.search import SearchConfig
 from sgem.search.acquisition import acquire
 from sgem.search.architecture import ExpertPool
@@ -22,8 +22,8 @@ from sgem.search.selection import (
     region_jobs,
     visited_partitions,
 )
+from sgem.search.store import Observation, ObservationStore
 from sgem.space import TabularSpace
-from sgem.store import Observation, ObservationStore
 
 M = 6
 

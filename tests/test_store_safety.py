@@ -20,14 +20,14 @@ from helpers import SMALL_SURROGATE
 from sgem.data.images import read_cifar_pickle
 from sgem.errors import SgemUserError
 from sgem.search.checkpoint import decode_checkpoint, encode_checkpoint
-from sgem.space import TabularSpace
-from sgem.store import (
+from sgem.search.store import (
     SCHEMA_VERSION,
     Observation,
     ObservationStore,
     read_completed,
 )
-from sgem.store_errors import StoreError, _classify, check_store_present
+from sgem.search.store_errors import StoreError, _classify, check_store_present
+from sgem.space import TabularSpace
 from sgem.surrogate import Surrogate
 
 M = 4
@@ -237,7 +237,7 @@ def test_a_read_only_store_is_unreadable_not_corrupt(tmp_path, monkeypatch) -> N
     def read_only(database, *args, **kwargs):
         return sqlite3.Connection(f"file:{database}?mode=ro", *args, uri=True, **kwargs)
 
-    monkeypatch.setattr("sgem.store.sqlite3.connect", read_only)
+    monkeypatch.setattr("sgem.search.store.sqlite3.connect", read_only)
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     with pytest.raises(StoreError, match="cannot open") as info:

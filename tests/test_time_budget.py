@@ -14,9 +14,9 @@ import torch
 from helpers import TINY_SEARCH
 
 import sgem
-from sgem.budget_clock import BudgetClock
 from sgem.errors import SgemUserError
-from sgem.time_fence import fence, fence_passed, training_fence
+from sgem.run.budget_clock import BudgetClock
+from sgem.train.time_fence import fence, fence_passed, training_fence
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_the_fence_ends_validation_tracking_where_it_stands() -> None:
 def test_the_fence_reaches_worker_processes_through_the_environment() -> None:
     import os
 
-    from sgem.time_fence import ENV
+    from sgem.train.time_fence import ENV
 
     with training_fence(123.5):
         assert float(os.environ[ENV]) == 123.5
@@ -91,9 +91,9 @@ def test_a_fit_keeps_its_budget_even_when_the_plan_is_wrong(table, tmp_path, mon
     """The pilot claims trainings are 1000x cheaper than they are, so the plan schedules far
     more search and final training than the budget holds; the fence still ends the fit
     within budget + 5 s, and the result says the budget ran out."""
-    import sgem.budget
+    import sgem.run.budget
 
-    monkeypatch.setattr(sgem.budget, "pilot_seconds", lambda *a, **k: 1e-4)
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 1e-4)
     budget = 12.0
     config = {
         "search": {
@@ -125,9 +125,9 @@ def test_a_fit_keeps_its_budget_even_when_the_plan_is_wrong(table, tmp_path, mon
 
 
 def test_a_budget_too_small_is_refused_naming_the_minimum(table, tmp_path, monkeypatch) -> None:
-    import sgem.budget
+    import sgem.run.budget
 
-    monkeypatch.setattr(sgem.budget, "pilot_seconds", lambda *a, **k: 5.0)
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 5.0)
     with pytest.raises(SgemUserError, match=r"too small .* give --time-budget \d+s or more"):
         sgem.fit(
             table,
@@ -157,7 +157,7 @@ def test_a_fit_done_early_says_why(table, tmp_path) -> None:
 
 def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:
     from sgem.data import make_toy_task
-    from sgem.experiment import drop_empty_experts, finish
+    from sgem.run.experiment import drop_empty_experts, finish
     from sgem.search.sgem import SearchResult
     from sgem.space import TabularSpace
     from sgem.train import TrainConfig, Trainer
@@ -207,7 +207,7 @@ def test_a_budgeted_fit_killed_and_resumed_continues_with_what_is_left(table, tm
 
     import yaml
 
-    from sgem.pipeline import resume_experiment
+    from sgem.run.pipeline import resume_experiment
 
     out = tmp_path / "run"
     budget = 40.0

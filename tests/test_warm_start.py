@@ -10,7 +10,7 @@ import pytest
 import torch
 from helpers import short_train, small_ts_space, small_ts_task
 
-from sgem.jobs import job_seed
+from sgem.execution.jobs import job_seed
 from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.expert_fit import ExpertJob, fit_expert
 from sgem.moe.final_length import ValidationLength, resolve_length, track_validation
@@ -146,8 +146,8 @@ def test_the_champion_is_the_baselines_best_single_cell_of_that_budget(task, spa
 def test_the_champion_trains_on_workers_with_the_same_numbers(task, space, trainer, capsys):
     """Its cells train side by side on an executor's workers: the scores are those of one
     training after another here (`trainer.train`), and the bar counts every cell."""
-    from sgem.executors import ProcessExecutor
-    from sgem.progress import shown
+    from sgem.execution.executors import ProcessExecutor
+    from sgem.execution.progress import shown
     from sgem.search.champion import champion_cell
     from sgem.train.losses import region_loss
 
@@ -170,7 +170,7 @@ def test_the_champion_trains_on_workers_with_the_same_numbers(task, space, train
 
 def test_the_final_check_offers_the_champion_to_every_region(task, space, trainer):
     from sgem.search.final_check import final_check
-    from sgem.store import ObservationStore
+    from sgem.search.store import ObservationStore
 
     rule = ValidationLength(max_factor=1.0, n_evals=2, patience=1, warm_start=True)
     own, champion = _arch(space, 5), _arch(space, 6)
@@ -200,7 +200,7 @@ def test_the_final_check_offers_the_champion_to_every_region(task, space, traine
 def test_each_cells_global_network_is_scored_alone_as_a_reference(task, space, trainer):
     """With warm starts the report says what one global network of each cell scores on the
     same test samples (what the experts' specialisation bought); from scratch there is none."""
-    from sgem.pipeline import summarise
+    from sgem.run.pipeline import summarise
     from sgem.train.losses import per_sample_nll
 
     cell = _arch(space, 1)

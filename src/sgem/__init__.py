@@ -27,7 +27,7 @@ _LAZY: dict[str, str] = {
     "SgemUserError": ".errors",
     "SgemClassifier": ".estimators",
     "SgemRegressor": ".estimators",
-    "fit": ".fitting",
+    "fit": ".run.fitting",
     "SgemForecaster": ".forecaster",
     "Forecast": ".moe.model",
     "Routing": ".moe.model",
@@ -59,9 +59,9 @@ if TYPE_CHECKING:  # what static analysers and IDEs see
     )
     from .errors import SgemUserError
     from .estimators import SgemClassifier, SgemRegressor
-    from .fitting import fit
     from .forecaster import SgemForecaster
     from .moe.model import Forecast, Routing, SgemModel, load
+    from .run.fitting import fit
     from .search import SGEM, SearchConfig, SearchResult
     from .space import Arch, CellSpace, DartsSpace, TabularSpace, TimeSeriesSpace
     from .surrogate import Surrogate, SurrogateConfig

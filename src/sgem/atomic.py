@@ -76,7 +76,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, durable: bool = Tru
 def append_line(path: str | os.PathLike, line: str) -> None:
     """Append one line (a JSON record) with a single write, flushed and fsynced. A kill can
     still tear the last line; readers of such logs skip a torn final line
-    (`sgem.rundir.RunDirectory.read_trace`)."""
+    (`sgem.run.rundir.RunDirectory.read_trace`)."""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line if line.endswith("\n") else line + "\n")
         fh.flush()

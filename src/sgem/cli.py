@@ -195,7 +195,7 @@ def _fail(message: str) -> int:
 
 # -- commands --------------------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> int:
-    from .pipeline import resume_experiment, run_experiment, summarise
+    from .run.pipeline import resume_experiment, run_experiment, summarise
 
     out = args.rundir if args.command == "resume" else args.out
     if out is None:
@@ -231,8 +231,8 @@ def _run(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .fitting import fit
-    from .pipeline import summarise
+    from .run.fitting import fit
+    from .run.pipeline import summarise
 
     out = args.out or f"runs/fit-{Path(args.data).stem or 'data'}-seed{args.seed}"
     try:
@@ -276,7 +276,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from .errors import SgemUserError
     from .moe.model import load
-    from .predict_io import predict_file, write_table
+    from .run.predict_io import predict_file, write_table
 
     try:
         quantiles = tuple(float(q) for q in args.quantiles.split(","))
@@ -292,9 +292,9 @@ def _predict(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .explain import explain_lines, targets_in
+    from .moe.explain import explain_lines, targets_in
     from .moe.model import load
-    from .predict_io import read_input, write_table
+    from .run.predict_io import read_input, write_table
 
     model = load(args.model)
     x, ids = read_input(model, args.input)
@@ -340,7 +340,7 @@ def _show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .moe.model import load
-    from .report_cells import draw_cells
+    from .report.cell_figures import draw_cells
 
     model = load(args.model)
     print(model.summary())
@@ -357,8 +357,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from .report import plot_convergence
-    from .rundir import RunDirectory, RunDirectoryError
+    from .report.figures import plot_convergence
+    from .run.rundir import RunDirectory, RunDirectoryError
 
     rundir = RunDirectory(args.rundir)
     if not rundir.file("trace.jsonl").exists():
@@ -366,7 +366,7 @@ def _plot(args: argparse.Namespace) -> int:
     paths = [plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))]
     task_cfg = rundir.read_config().get("run", {}).get("task", {})
     if rundir.is_complete and task_cfg.get("name") == "images":
-        from .report_images import plot_run_representatives
+        from .report.image_figures import plot_run_representatives
 
         paths.append(plot_run_representatives(rundir.path))
     for path in paths:
@@ -377,7 +377,7 @@ def _plot(args: argparse.Namespace) -> int:
 def _ops(args: argparse.Namespace) -> int:
     import json
 
-    from .analysis import format_op_table, load_run, op_effects
+    from .report.analysis import format_op_table, load_run, op_effects
 
     runs = [load_run(d) for d in args.rundirs]
     table = op_effects(runs, n_bootstrap=args.bootstrap)

@@ -70,7 +70,7 @@ class _SgemEstimator(BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> _SgemEstimator:
         """Search and train an MoE on (X, y): `sgem.fit` of the in-memory data."""
-        from .fitting import fit
+        from .run.fitting import fit
 
         if _named(X):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)

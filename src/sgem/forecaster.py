@@ -139,7 +139,7 @@ class SgemForecaster:
         """Search and train an MoE on the series of `df` (one row per series and time);
         returns self. The model is `self.model_` (an `SgemModel`), the run directory `out`
         (`sgem.fit` writes the frame into it, so `sgem resume` and `sgem predict` work)."""
-        from .fitting import fit
+        from .run.fitting import fit
 
         frame = _long_frame(df, id_col, time_col, target_col, "SgemForecaster.fit")
         out = self.out or Path("runs") / f"forecaster-seed{self.seed}"
@@ -175,7 +175,7 @@ class SgemForecaster:
         than the model's context are padded. Columns: see the module docstring.
         """
         from .data.files import read_long_series
-        from .predict_io import _forecast_frame
+        from .run.predict_io import _forecast_frame
 
         if self.model_ is None or self.history_ is None:
             raise SgemUserError("SgemForecaster.predict: call fit(df) first")

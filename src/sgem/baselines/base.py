@@ -10,7 +10,7 @@ agreement with the task's oracle partition, when it has one), `architectures` an
 
 The search-based baselines are written over (task, space, trainer) only, so any modality
 reuses them; they train candidates with the same `Trainer` and the same content-derived
-seeds as SGEM (`sgem.executors.job_seed`) and all end in `train_final_moe`, the final
+seeds as SGEM (`sgem.execution.executors.job_seed`) and all end in `train_final_moe`, the final
 protocol SGEM uses (retrain on train + validation, test once).
 """
 
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from ..executors import job_seed
+from ..execution.executors import job_seed
 from ..forecast import task_test_scores
 from ..metrics import partition_match
 from ..moe.cluster_gated import train_final_moe

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..moe.final_length import FINAL_LENGTHS
-from ..runconfig import load_config
+from ..run.runconfig import load_config
 
 #: The repository's run configs of the benchmarks (the scripts run from a checkout).
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"

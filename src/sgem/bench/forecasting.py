@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from ..analysis import RunObservations
 from ..baselines import get_baseline
 from ..baselines.base import remember_best_single
 from ..errors import SgemUserError
+from ..report.analysis import RunObservations
 from ..search.config import SearchConfig
 from ..space.registry import build_space
 from ..train import resolve_device

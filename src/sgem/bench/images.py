@@ -13,7 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from .. import experiment
 from ..baselines import BaselineSetup, get_baseline
 from ..baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
 from ..baselines.decomposition import decomposition_settings
@@ -21,6 +20,7 @@ from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..moe.expert_fit import steps_for_epochs
 from ..moe.learnable_gate import train_learnable_gate_moe
+from ..run import experiment
 from ..search.config import SearchConfig
 from ..space import Arch
 from ..train import TrainConfig, Trainer

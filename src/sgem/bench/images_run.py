@@ -20,7 +20,7 @@ import torch
 from ..baselines import BaselineSetup
 from ..data.images import build_image_task, downsample
 from ..errors import SgemUserError
-from ..report_images import plot_cluster_representatives
+from ..report.image_figures import plot_cluster_representatives
 from ..space.registry import build_space
 from ..train import resolve_device
 from .images import METHODS, learnable_gate, run_method, search_config

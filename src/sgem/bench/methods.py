@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import RunObservations
 from ..baselines import BaselineSetup
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
+from ..report.analysis import RunObservations
 from ..search.config import SearchConfig
 from ..search.sgem import SGEM
 from ..space.arch import Arch

@@ -20,8 +20,8 @@ from ..errors import SgemUserError
 from ..moe.final_length import ValidationLength, resolve_length
 from ..search.config import SearchConfig
 from ..search.sgem import SearchResult
+from ..search.store import ObservationStore
 from ..space.arch import Arch
-from ..store import ObservationStore
 from .rows import sgem_row
 from .stats import window_bootstrap
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..baselines.base import forecast_fields
 from ..data.task import ClusteredTask
-from ..experiment import finish_sgem
 from ..metrics import partition_match
+from ..run.experiment import finish_sgem
 from ..search.config import SearchConfig
 
 

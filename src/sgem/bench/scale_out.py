@@ -1,7 +1,7 @@
 """The scale-out benchmark's pieces: its search settings, speed-ups and plot.
 
 `benchmarks/scale_out.py` runs one SGEM search per (mode, worker count) on a local Ray with
-a stand-in trainer that only takes time (`sgem.latency.LatencyModel`); these turn its rows
+a stand-in trainer that only takes time (`sgem.execution.latency.LatencyModel`); these turn its rows
 into speed-ups over one worker, a table and a figure.
 """
 

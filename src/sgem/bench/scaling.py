@@ -40,7 +40,7 @@ def one_run(
     import torch
 
     from ..moe.cluster_gated import train_final_moe
-    from ..pipeline import load_config
+    from ..run.pipeline import load_config
     from ..search.config import SearchConfig
     from ..search.sgem import SGEM
     from ..space.registry import build_space

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..analysis import RunObservations, format_op_table, op_effects
 from ..errors import SgemUserError
+from ..report.analysis import RunObservations, format_op_table, op_effects
 from .methods import BLOCKS, LABELS, MATCHED, REFERENCE, label
 from .stats import add_relative, paired, summarise
 

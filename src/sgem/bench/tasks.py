@@ -1,7 +1,7 @@
 """A benchmark's forecasting task: the package's own builder, one build path.
 
 `sgem run ts-offline`, `sgem fit` and every benchmark build the task of a run config's
-`task` section with `sgem.runconfig.build_task_from_config`; the task records each
+`task` section with `sgem.run.runconfig.build_task_from_config`; the task records each
 domain's file frequency and MASE period itself (`task.meta["frequencies"]`,
 `task.meta["seasonality"]`), so no benchmark sets a seasonal period of its own.
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..data.task import ClusteredTask
-from ..runconfig import build_task_from_config
+from ..run.runconfig import build_task_from_config
 
 
 def build_task(task_cfg: Mapping[str, Any], seed: int) -> ClusteredTask:

@@ -37,7 +37,7 @@ from ..moe.final_calibration import split_outputs, validation_outputs
 from ..moe.scoring import score_outputs
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
-from ..time_fence import fence_passed
+from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .board import (
     greedy_ensemble,
@@ -68,7 +68,7 @@ class Contest:
     validation samples have one (for the calibration)."""
 
     report: dict
-    final: Any  # a MethodResult (sgem.experiment), not imported: it imports the final stage
+    final: Any  # a MethodResult (sgem.run.experiment), not imported: it imports the final stage
     validation: tuple[np.ndarray, np.ndarray] | None
     #: a combination to save with the MoE: (Combination, its info state, member arrays)
     combination: tuple | None = None

@@ -14,7 +14,7 @@ holdout row of every member is comparable). Members:
 * series: seasonal naive, and statsforecast's AutoETS / AutoTheta.
 
 A member that needs training is skipped, and says why, once the time budget's fence has
-passed (`sgem.time_fence`).
+passed (`sgem.train.time_fence`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask, Split
-from ..jobs import job_seed
+from ..execution.jobs import job_seed
 from ..moe.classical import ClassicalMember
 from ..moe.expert_fit import steps_for_epochs, train_val_tensors
 from ..space.arch import Arch
-from ..time_fence import fence_passed
+from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 
 #: the Student-t df that stands for a Normal predictive (the linear and boosted models)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from ..progress import stage_bar
+from ..execution.progress import stage_bar
 from ..space.arch import Arch
 from ..train.trainer import Trainer
 from .final_length import LengthChoice, ValidationLength, expert_length
@@ -162,7 +162,7 @@ def fit_expert_jobs(
     """Every job's `fit_expert`: side by side on the workers of an executor with
     `fit_experts` (the processes executor), here for any job that failed there or without
     one. The same numbers either way. `desc` names the stage's progress bar
-    (`sgem.progress`)."""
+    (`sgem.execution.progress`)."""
     fits: list[ExpertFit | None] = [None] * len(jobs)
     with stage_bar(len(jobs), desc) as bar:
         if executor is not None and len(jobs) > 1 and hasattr(executor, "fit_experts"):

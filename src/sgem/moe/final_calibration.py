@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask, Split
-from ..jobs import job_seed
+from ..execution.jobs import job_seed
 from ..random_streams import expert_seed
-from ..time_fence import fence_passed
+from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .calibration import (
     IntervalCalibration,

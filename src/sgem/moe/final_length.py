@@ -48,8 +48,8 @@ import torch
 from torch import nn
 
 from ..space.arch import Arch
-from ..time_fence import fence_passed
 from ..train.losses import per_sample_nll
+from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
 
 FINAL_LENGTHS = (

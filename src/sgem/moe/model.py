@@ -376,15 +376,15 @@ class SgemModel:
     def explain(self, x: Any, embeddings: np.ndarray | None = None, ids: list | None = None):
         """Per row or series: cluster and expert (as `route`), distances to every centroid (a
         learnable gate's probabilities), the expert's and the fallback's validation NLL on
-        the cluster, as a DataFrame (`sgem.explain.explain`)."""
-        from ..explain import explain
+        the cluster, as a DataFrame (`sgem.moe.explain.explain`)."""
+        from .explain import explain
 
         return explain(self, x, embeddings=embeddings, ids=ids)
 
     def explain_importance(self, x: Any, y: Any, n_repeats: int = 5, seed: int = 0):
         """Tables: permutation importance of each input column for each expert, on the rows
-        routed to it (`sgem.explain.permutation_importance`)."""
-        from ..explain import permutation_importance
+        routed to it (`sgem.moe.explain.permutation_importance`)."""
+        from .explain import permutation_importance
 
         return permutation_importance(self, x, y, n_repeats=n_repeats, seed=seed)
 

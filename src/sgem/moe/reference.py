@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from ..jobs import job_seed
+from ..execution.jobs import job_seed
 from ..space.arch import Arch
 from ..space.tabular import TabularSpace
 from ..train.trainer import Trainer

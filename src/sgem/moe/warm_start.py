@@ -21,8 +21,8 @@ The protocol (`final_length: validation-warm`), per distinct cell among the expe
 
 An expert whose region is every cluster (K = 1, Global single) IS the global network, so it
 trains from scratch as before. The global network's seed is derived from the cell and the
-run seed only (`sgem.jobs.job_seed` with every cluster), so methods that share a cell share
-its global network, and a comparison between them is about routing, not about luck.
+run seed only (`sgem.execution.jobs.job_seed` with every cluster), so methods that share a
+cell share its global network, and a comparison between them is about routing, not about luck.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data.task import ClusteredTask
-from ..jobs import job_seed
+from ..execution.jobs import job_seed
 from ..space.arch import Arch
 from ..train.trainer import Trainer
 from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs

@@ -2,7 +2,7 @@
 
 `load_preset(name)` returns a fresh copy of a file's content as a plain mapping; the
 `search` section lists only the settings that differ from `SearchConfig`'s defaults, and
-`sgem.runconfig.preset(name)` gives the full run config (what `sgem run NAME` runs).
+`sgem.run.runconfig.preset(name)` gives the full run config (what `sgem run NAME` runs).
 `PRESET_NAMES` lists them. A file is read once per process.
 """
 

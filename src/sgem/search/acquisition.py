@@ -18,12 +18,12 @@ import numpy as np
 
 from ..random_streams import acquisition_seed
 from ..space.arch import Arch
-from ..store import Observation
 from ..surrogate.model import LossModel, Surrogate, kendall_tau, lcb
 from .architecture import ExpertPool
 from .config import SearchConfig
 from .ledger import Job
 from .masks import nonempty_bernoulli_mask
+from .store import Observation
 
 
 def acquire(

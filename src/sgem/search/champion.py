@@ -18,10 +18,19 @@ import logging
 
 import numpy as np
 
-from ..chunk_runner import ChunkRunner, plan
 from ..data.task import ClusteredTask
-from ..jobs import ChunkFuture, Deferred, Executor, JobResult, TrainJob, gather, job_seed, submit
-from ..progress import stage_bar
+from ..execution.chunk_runner import ChunkRunner, plan
+from ..execution.jobs import (
+    ChunkFuture,
+    Deferred,
+    Executor,
+    JobResult,
+    TrainJob,
+    gather,
+    job_seed,
+    submit,
+)
+from ..execution.progress import stage_bar
 from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch, CellSpace
 from ..train.losses import region_loss

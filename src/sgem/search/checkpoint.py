@@ -20,8 +20,8 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ..space.arch import Arch
-from ..store import ObservationStore
 from ..surrogate.model import Surrogate
+from .store import ObservationStore
 
 _TAGS = ("__tensor__", "__ndarray__", "__tuple__")
 

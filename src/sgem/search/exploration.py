@@ -16,12 +16,12 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import AgglomerativeClustering
 
 from ..space.arch import Arch, CellSpace
-from ..store import Observation
 from ..surrogate.model import LossModel, Surrogate
 from .architecture import score_pool
 from .config import SearchConfig
 from .geometry import centroid_kmeans
 from .ledger import Job, Ledger, region_value
+from .store import Observation
 
 
 def residual_profiles(losses: np.ndarray, clip: float | None = None) -> np.ndarray:

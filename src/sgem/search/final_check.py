@@ -42,9 +42,9 @@ from ..moe.final_length import ValidationLength
 from ..moe.warm_start import global_starts, needs_warm_start
 from ..random_streams import expert_seed
 from ..space.arch import Arch
-from ..store import ObservationStore
 from ..train.trainer import Trainer
 from .selection import canonical_partition, ranked_on_region
+from .store import ObservationStore
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..executors import (
+from ..execution.executors import (
     ChunkFuture,
     Executor,
     JobResult,
@@ -31,10 +31,10 @@ from ..executors import (
     plan_jobs,
     submit_chunk,
 )
+from ..execution.timing import PhaseTimer
 from ..space.arch import Arch
-from ..store import Observation, ObservationStore, mask_to_str
-from ..timing import PhaseTimer
 from .objective import measured_hard_objective
+from .store import Observation, ObservationStore, mask_to_str
 
 MAX_ATTEMPTS = 2  # a failed training is retried once
 

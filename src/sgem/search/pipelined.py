@@ -35,11 +35,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.task import ClusteredTask
+from ..execution.timing import PhaseTimer
 from ..metrics import partition_match
 from ..space.arch import Arch
-from ..store import ObservationStore, mask_from_str, mask_to_str
 from ..surrogate.model import LossModel, Surrogate
-from ..timing import PhaseTimer
 from .acquisition import outcome_tau, predicted_losses
 from .checkpoint import encode_checkpoint
 from .config import SearchConfig
@@ -47,6 +46,7 @@ from .exploration import ExplorationBatch, Explorer, hard_logits
 from .ledger import Job, Ledger, Ticket
 from .objective import objective
 from .routing import expected_losses
+from .store import ObservationStore, mask_from_str, mask_to_str
 
 
 @dataclass

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..space.arch import Arch, CellSpace
-from ..store import ObservationStore
 from ..train.losses import region_loss
 from .config import SearchConfig
 from .exploration import align_labels, champions
 from .ledger import Job, Ledger
+from .store import ObservationStore
 
 Partition = tuple[int, ...]
 

@@ -34,13 +34,12 @@ import numpy as np
 from scipy.special import softmax
 
 from ..data.task import ClusteredTask
-from ..executors import Executor, make_executor
+from ..execution.executors import Executor, make_executor
+from ..execution.timing import PhaseTimer
 from ..random_streams import routing_seed
 from ..space.arch import Arch, CellSpace
-from ..store import ObservationStore
 from ..surrogate.model import Surrogate
 from ..surrogate.scalar import ScalarReduced
-from ..timing import PhaseTimer
 from ..train.trainer import Trainer
 from .acquisition import acquire, outcome_tau, predicted_losses
 from .architecture import architecture_m_step
@@ -54,6 +53,7 @@ from .objective import e_step, hard_routing, objective
 from .pipelined import PipelinedLoop, Proposal, oracle_match, progress_bar, show_row
 from .routing import expected_losses, routing_m_step
 from .selection import canonical_partition, finalise
+from .store import ObservationStore
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class SearchResult:
     region_val_losses: list[float | None] = field(default_factory=list)
     failures: int = 0
     selection: dict = field(default_factory=dict)  # which visited partition was returned, why
-    timing: dict = field(default_factory=dict)  # exclusive seconds per phase (sgem.timing)
+    timing: dict = field(default_factory=dict)  # seconds per phase (sgem.execution.timing)
 
 
 Listener = Callable[[str, dict], None]

@@ -45,10 +45,10 @@ from ..data.task import ClusteredTask
 from ..forecast import student_t_nll
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import RBF, Shift, TabularNet, TabularSpace
-from ..time_fence import fence_passed
 from .adam import Adam
 from .cell_program import CellProgram, Node
 from .global_rng import GLOBAL_RNG_LOCK
+from .time_fence import fence_passed
 from .trainer import TrainConfig, Trainer, TrainOutcome, intra_op_threads
 
 Job = tuple[Arch, np.ndarray, int]  # (architecture, training mask, seed)
@@ -189,7 +189,7 @@ class BatchedTabularTrainer:
             for tensor, (key, part) in zip(params["all"], params["keys"], strict=True):
                 tensor.grad = grads[key] if part is None else grads[key][part]
             opt.step()
-            if fence_passed():  # the time budget's hard end (sgem.time_fence)
+            if fence_passed():  # the time budget's hard end (sgem.train.time_fence)
                 break
         with torch.no_grad():
             x_val = self.x_val.expand(c, *self.x_val.shape)

@@ -28,10 +28,10 @@ from torch import nn
 from ..config_fields import check_bool, check_choice, check_float, check_int, config_from_dict
 from ..data.task import ClusteredTask
 from ..space.arch import Arch
-from ..time_fence import fence_passed
 from .adam import Adam
 from .early_stop import RegionEarlyStopping
 from .losses import bucket_by_cluster, per_sample_nll
+from .time_fence import fence_passed
 
 #: `Trainer.optimise`'s per-step callback: (model, steps done, total steps) -> stop?
 Monitor: TypeAlias = Callable[[nn.Module, int, int], bool]
@@ -339,7 +339,7 @@ class Trainer:
             clip_and_step(model.parameters(), opt, cfg)
             if monitor is not None and monitor(model, step + 1, total):
                 break
-            if fence_passed():  # the time budget's hard end (sgem.time_fence)
+            if fence_passed():  # the time budget's hard end (sgem.train.time_fence)
                 break
         model.eval()
         return model

@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .atomic import write_atomic
-from .data.task import ClusteredTask
-from .errors import SgemUserError
-from .random_streams import Stream, stream_rng
-from .search.config import SearchConfig
+from ..atomic import write_atomic
+from ..data.task import ClusteredTask
+from ..errors import SgemUserError
+from ..random_streams import Stream, stream_rng
+from ..search.config import SearchConfig
 
 if TYPE_CHECKING:
+    from ..space.arch import CellSpace
     from .runconfig import RunConfig
     from .rundir import RunDirectory
-    from .space.arch import CellSpace
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ FINAL_SHARE = 0.5
 
 def tail_seconds(budget: float) -> float:
     """What a fit needs after its last training (scoring the holdout, saving the model,
-    figures, result.json): kept free of training by the fence (`sgem.time_fence`)."""
+    figures, result.json): kept free of training by the fence (`sgem.train.time_fence`)."""
     return 2.0 + 0.01 * float(budget)
 
 
@@ -112,7 +112,7 @@ def final_units(
     every expert when it is set in epochs (else from `final_steps`); `references`: one
     network of each expert's cell is also trained on every cluster with the final protocol
     (`sgem.moe.reference`: tables without warm starts)."""
-    from .moe.final_length import (  # torch: only when planning
+    from ..moe.final_length import (  # torch: only when planning
         PLANNING_FACTOR,
         TRACKING_FACTOR,
         resolve_length,
@@ -307,8 +307,8 @@ def plan_run(
     """The search config planned to the run's time budget. The plan is written once and
     reused on resume, so a resumed run searches exactly what the original planned."""
 
-    from .space.tabular import TabularSpace  # torch: only when a budget is planned
-    from .train.trainer import Trainer
+    from ..space.tabular import TabularSpace  # torch: only when a budget is planned
+    from ..train.trainer import Trainer
 
     assert cfg.seed is not None and cfg.time_budget is not None
     file = rundir.file(PLAN)
@@ -354,7 +354,7 @@ def plan_run(
             plan["full_final_stage_needs_seconds"],
         )
     # the run's (virtual) start on this process's clock: a resumed run's `start` is moved back
-    # by the seconds it spent before (sgem.budget_clock), so it continues with what is left
+    # by the seconds it spent before (sgem.run.budget_clock), so it continues with what is left
     plan["_started"] = start
     plan["_training_ends"] = start + float(cfg.time_budget) - tail_seconds(cfg.time_budget)
     return apply_plan(search_cfg, plan), plan

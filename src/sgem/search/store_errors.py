@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .errors import SgemUserError
+from ..errors import SgemUserError
 
 
 class StoreError(SgemUserError):

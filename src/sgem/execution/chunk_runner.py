@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .jobs import JobResult, TrainJob
 
 if TYPE_CHECKING:
-    from .train.batched import BatchedTabularTrainer
+    from ..train.batched import BatchedTabularTrainer
 
 
 def _run_one(trainer, job: TrainJob) -> JobResult:
@@ -33,7 +33,7 @@ def _run_one(trainer, job: TrainJob) -> JobResult:
 
 def plan(task, space, train_config, jobs: Sequence[TrainJob]) -> list[list[int]]:
     """The chunks (lists of job indices) that `jobs` train in, whichever backend runs them."""
-    from .train.batched import job_chunks
+    from ..train.batched import job_chunks
 
     return job_chunks(task, space, train_config, [j.mask for j in jobs])
 
@@ -60,7 +60,7 @@ class ChunkRunner:
                 return [JobResult(o.losses, o.seconds, device) for o in outs]
             except Exception:
                 pass
-        from .train.global_rng import GLOBAL_RNG_LOCK
+        from ..train.global_rng import GLOBAL_RNG_LOCK
 
         # one-at-a-time training seeds and draws from torch's global RNG: no other chunk
         # may touch it meanwhile (the inline executor trains chunks in threads)
@@ -71,8 +71,8 @@ class ChunkRunner:
         """A tabular candidate trains on `batch_threads` intra-op threads whether its chunk
         is a vectorised program or a single job, so its numbers follow from the config, not
         from the process's thread count; other spaces keep the process's."""
-        from .train.batched import supports
-        from .train.trainer import intra_op_threads
+        from ..train.batched import supports
+        from ..train.trainer import intra_op_threads
 
         tr = self.trainer
         config = getattr(tr, "config", None)
@@ -83,7 +83,7 @@ class ChunkRunner:
     def _vectorised(self) -> BatchedTabularTrainer:
         with self._lock:
             if self._batched is None:
-                from .train.batched import BatchedTabularTrainer
+                from ..train.batched import BatchedTabularTrainer
 
                 self._batched = BatchedTabularTrainer(self.trainer)
             return self._batched

@@ -1,20 +1,20 @@
 """The paper's architecture-spread row, measured: how much the choice of architecture
 matters on each domain, from new trainings.
 
-Kept apart from `sgem.analysis`, which only reads finished runs: this trains
+Kept apart from `sgem.report.analysis`, which only reads finished runs: this trains
 `n_archs x domains` candidates. The free estimate from a run's stored observations is
-`sgem.analysis.spread_from_observations`.
+`sgem.report.analysis.spread_from_observations`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .baselines.base import BaselineSetup, CandidateLog, make_trainer
-from .data.task import ClusteredTask
-from .random_streams import Stream, stream_rng
-from .space.arch import CellSpace
-from .train.trainer import TrainConfig
+from ..baselines.base import BaselineSetup, CandidateLog, make_trainer
+from ..data.task import ClusteredTask
+from ..random_streams import Stream, stream_rng
+from ..space.arch import CellSpace
+from ..train.trainer import TrainConfig
 
 
 def measure_architecture_spread(

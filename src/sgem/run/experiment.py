@@ -1,7 +1,7 @@
 """One method on one task and seed: search (or a given routing), final MoE, scores, model.
 
 "Search, then train the final MoE, then score it" lives here once. `sgem run` / `sgem fit`
-(through `sgem.pipeline`), the Python API and the benchmarks call `run_sgem`, and any
+(through `sgem.run.pipeline`), the Python API and the benchmarks call `run_sgem`, and any
 cluster-gated method (a baseline's routing and cells) calls `finish`; both return a
 `MethodResult` whose `row()` is the one result schema, and whose model can be saved with
 `save()` and loaded with `sgem.load`.
@@ -17,17 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from .data.task import ClusteredTask
-from .metrics import partition_match
-from .moe.artifact import save_final_moe
-from .moe.cluster_gated import ClusterGatedMoE, MoEReport, compact_assignment, train_final_moe
-from .moe.final_length import resolve_length
-from .search.champion import champion_cell
-from .search.config import SearchConfig
-from .search.final_check import final_check
-from .search.sgem import SGEM, SearchResult
-from .space.arch import Arch, CellSpace
-from .train.trainer import Trainer
+from ..data.task import ClusteredTask
+from ..metrics import partition_match
+from ..moe.artifact import save_final_moe
+from ..moe.cluster_gated import ClusterGatedMoE, MoEReport, compact_assignment, train_final_moe
+from ..moe.final_length import resolve_length
+from ..search.champion import champion_cell
+from ..search.config import SearchConfig
+from ..search.final_check import final_check
+from ..search.sgem import SGEM, SearchResult
+from ..space.arch import Arch, CellSpace
+from ..train.trainer import Trainer
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data.task import ClusteredTask
+from ..data.task import ClusteredTask
 
 #: Expert colours: E0 red, E1 green as in the paper, then more distinct colours.
 EXPERT_COLOURS = (
@@ -175,17 +175,17 @@ def plot_run_representatives(
     """The figure for a run directory: its result.json routing, or `result` (a run that
     draws its figures before it writes result.json).
 
-    The task is rebuilt from the run's config (`sgem.runconfig.build_task_from_config`, the
+    The task is rebuilt from the run's config (`sgem.run.runconfig.build_task_from_config`, the
     same seed) unless given. Writes `cluster_representatives.png` in the run by default.
     """
-    from .rundir import RunDirectory
+    from ..run.rundir import RunDirectory
 
     rundir = RunDirectory(run_dir)
     result = rundir.read_result() if result is None else result
     if "routing" not in result:
         raise ValueError(f"{rundir.file('result.json')} has no 'routing' (expert per cluster)")
     if task is None:
-        from .runconfig import build_task_from_config
+        from ..run.runconfig import build_task_from_config
 
         run_cfg = rundir.read_config()["run"]
         task = build_task_from_config(run_cfg["task"], int(run_cfg["seed"]))

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from .atomic import append_line, write_atomic
-from .errors import SgemUserError
+from ..atomic import append_line, write_atomic
+from ..errors import SgemUserError
 
 CONFIG = "config.yaml"
 TRACE = "trace.jsonl"
@@ -44,7 +44,7 @@ def versions() -> dict[str, str]:
     import sys
     from importlib import metadata
 
-    from . import __version__
+    from .. import __version__
 
     def version(module: str, distribution: str) -> str:
         loaded = sys.modules.get(module)

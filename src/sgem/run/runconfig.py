@@ -30,16 +30,16 @@ from typing import Any
 
 import yaml
 
-from .data.images import build_image_task, downsample
-from .data.task import ClusteredTask
-from .data.timeseries import make_timeseries_task
-from .data.toy import make_toy_task
-from .data.user_tasks import BUILDERS
-from .errors import SgemUserError
-from .moe.final_length import FINAL_LENGTHS
-from .presets import PRESET_NAMES, load_preset
-from .search.config import SearchConfig
-from .space.registry import build_space
+from ..data.images import build_image_task, downsample
+from ..data.task import ClusteredTask
+from ..data.timeseries import make_timeseries_task
+from ..data.toy import make_toy_task
+from ..data.user_tasks import BUILDERS
+from ..errors import SgemUserError
+from ..moe.final_length import FINAL_LENGTHS
+from ..presets import PRESET_NAMES, load_preset
+from ..search.config import SearchConfig
+from ..space.registry import build_space
 
 #: The top-level keys of a run config; `task`, `space`, `search` and `torch_threads` are
 #: always there (every preset has them), the others only where a preset or a user set them.

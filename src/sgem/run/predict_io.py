@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import SgemUserError
-from .moe.model import SgemModel
-from .moe.preprocess import ForecastPreprocessor, ImagePreprocessor
+from ..errors import SgemUserError
+from ..moe.model import SgemModel
+from ..moe.preprocess import ForecastPreprocessor, ImagePreprocessor
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _table_frame(path: Path) -> pd.DataFrame:
     """The file as a DataFrame, as it is: the model matches its columns by name, encodes
     categories and imputes (or refuses) missing values as at fit (`SgemModel._prepare`,
     `sgem.data.table_contract`), so the CLI and the Python API read a table alike."""
-    from .data.files import read_frame
+    from ..data.files import read_frame
 
     return read_frame(path)
 
@@ -56,7 +56,7 @@ def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataF
     """One row per sample: prediction (and class probabilities), expert, cluster."""
     import warnings
 
-    from .data.table_contract import TableWarning
+    from ..data.table_contract import TableWarning
 
     routing = model.route(x)  # notes about the table (ignored columns, ...) come from here
     n = len(routing.cluster)
@@ -83,7 +83,7 @@ def _forecast_frame(
     model says (`ForecastPreprocessor`), so every series with a value is forecast; a note
     says how many were filled or padded (or, for a model saved before sgem did that,
     skipped)."""
-    from .data.files_series import future_times
+    from ..data.files_series import future_times
 
     assert isinstance(model.preprocessor, ForecastPreprocessor)
     names = forecastable(model.preprocessor, series)
@@ -127,7 +127,7 @@ def forecastable(pre: ForecastPreprocessor, series: dict[str, np.ndarray]) -> li
 
 
 def _series_file(path: Path) -> Any:
-    from .data.files import read_long_series
+    from ..data.files import read_long_series
 
     if path.suffix.lower() not in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".tsf", ".zip"):
         raise SgemUserError(
@@ -164,7 +164,7 @@ def read_input(model: SgemModel, path: str | os.PathLike) -> tuple[Any, list | N
             x = _npz_x(path)
             ids = list(range(len(x)))
         else:
-            from .data.files import read_images_for_predict
+            from ..data.files import read_images_for_predict
 
             x, ids = read_images_for_predict(path, image_size=(pre.height, pre.width))
             log.info("read %d images from %s at %dx%d", len(x), path, pre.height, pre.width)

@@ -12,11 +12,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .data.task import ClusteredTask
+from ..data.task import ClusteredTask
 
 if TYPE_CHECKING:
-    from .rundir import RunDirectory
-    from .search.sgem import SearchResult
+    from ..run.rundir import RunDirectory
+    from ..search.sgem import SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def draw_run_figures(
             fallback=fallback,
         )
     if images:
-        from .report_images import plot_run_representatives
+        from .image_figures import plot_run_representatives
 
         result = {"routing": list(found.assignment), "oracle_match": found.oracle_match}
         _never_fail(

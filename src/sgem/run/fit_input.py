@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import write_atomic
-from .errors import SgemUserError
+from ..atomic import write_atomic
+from ..errors import SgemUserError
 from .rundir import CONFIG, INPUT
 
 #: the target column's name for `(X, y)`

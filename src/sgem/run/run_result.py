@@ -1,6 +1,6 @@
 """What a finished run reports: result.json's content, the model's metrics, the summary.
 
-Kept apart from `sgem.pipeline` (which runs the stages) so that what a run *says* about
+Kept apart from `sgem.run.pipeline` (which runs the stages) so that what a run *says* about
 itself has one home: the keys of result.json, the metrics a saved model carries, the
 lines `sgem fit` / `sgem run` print, and the sentence on how a budget was used.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.task import ClusteredTask
+from ..moe.scoring import without_moe_densities
+from ..search.sgem import SearchResult
 from .budget_clock import BudgetClock
-from .data.task import ClusteredTask
-from .moe.scoring import without_moe_densities
 from .rundir import versions
-from .search.sgem import SearchResult
 
 
 def why_it_ended(result: dict, clock: BudgetClock, planned, configured) -> str:
@@ -182,7 +182,7 @@ def summarise(result: dict) -> str:
         f"  trained candidates: {result['n_trained']}, wall clock: {result['wall_seconds']:.1f} s"
     )
     if result.get("leaderboard"):
-        from .leaderboard import leaderboard_lines
+        from ..leaderboard import leaderboard_lines
 
         lines.extend("  " + line for line in leaderboard_lines(result["leaderboard"]))
     report = result.get("series_report") or {}

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import SgemUserError
+from ..errors import SgemUserError
 
 KINDS = ("tabular", "timeseries", "images")
 _PRESET_OF = {"tabular": "toy", "timeseries": "ts-offline", "images": "images-offline"}
@@ -41,7 +41,7 @@ def infer_kind(path: Path, id_col: str = "unique_id", time_col: str = "ds", valu
             x = data.get("x")
         return "images" if x is not None and x.dtype == np.uint8 and x.ndim >= 3 else "tabular"
     if suffix in _TABLE_SUFFIXES:
-        from .data.files import read_frame
+        from ..data.files import read_frame
 
         columns = set(read_frame(path).columns)
         return "timeseries" if {id_col, time_col, value_col} <= columns else "tabular"
@@ -75,8 +75,8 @@ def fit_config(
 
     `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
     `task_kind` ("classification" / "regression") overrides a table's inferred kind."""
+    from ..data.table_missing import check_policy
     from .budget import parse_duration
-    from .data.table_missing import check_policy
     from .pipeline import merge, preset, read_config_file
 
     if not isinstance(data, str | os.PathLike):
@@ -102,8 +102,8 @@ def fit_config(
             raise SgemUserError("a table needs the column to predict: --target COLUMN")
         import warnings
 
-        from .data.files import read_table
-        from .data.table_contract import TableWarning
+        from ..data.files import read_table
+        from ..data.table_contract import TableWarning
 
         with warnings.catch_warnings():  # its notes come once, when the task is built
             warnings.simplefilter("ignore", TableWarning)
@@ -159,14 +159,14 @@ def fit(
 
     `data`: a path, a pandas DataFrame (a table, or long-format series with unique_id / ds /
     y columns) or a tuple (X, y) (X 2-D: features x0..x{d-1}, target "target"); in-memory
-    data is written once into `out/input/` and fitted from there (`sgem.fit_input`), so
+    data is written once into `out/input/` and fitted from there (`sgem.run.fit_input`), so
     `sgem resume` and config.yaml work as for a file. A `time_budget` counts from
-    this call: the fit returns within it (plus a few seconds; `sgem.time_fence`)."""
+    this call: the fit returns within it (plus a few seconds; `sgem.train.time_fence`)."""
     import time
 
     started = time.perf_counter()
+    from ..moe.model import load
     from .fit_input import check_data, forget, in_memory, materialise
-    from .moe.model import load
     from .pipeline import run_config
 
     check_data(data)
@@ -233,7 +233,7 @@ def fit_auto_experts(
     only while the last one gained on validation and the rest of the budget holds it
     (estimated from the last K's wall clock). Why: a planned search ends when its configured
     iterations are done, often at a fraction of the budget, and K is what the rest buys
-    most reliably (`sgem.budget`).
+    most reliably (`sgem.run.budget`).
 
     The winner is the K whose returned regions have the lowest validation loss, weighted by
     region size (the measured objective the search itself selects on: never test). Its
@@ -244,7 +244,7 @@ def fit_auto_experts(
     import shutil
     import time
 
-    from .atomic import replace_dir, write_atomic
+    from ..atomic import replace_dir, write_atomic
     from .budget import parse_duration
     from .pipeline import run_config
 
@@ -315,7 +315,7 @@ def fit_auto_experts(
 
 
 #: the least budget a next K is started with, as a share of the last K's wall clock scaled
-#: by K_next / K_last: its plan fits its search into what is left (`sgem.budget`), and below
+#: by K_next / K_last: its plan fits its search into what is left (`sgem.run.budget`), and below
 #: about half the last K's effort its search is too small to compete on validation
 GROW_MARGIN = 0.6
 

@@ -28,16 +28,16 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .data.table_contract import TableWarning
-from .errors import SgemUserError
-from .moe.artifact import ModelSpec
-from .moe.combination import sample_nll
-from .moe.preprocess import (
+from ..data.table_contract import TableWarning
+from ..errors import SgemUserError
+from ..space.arch import Arch
+from .artifact import ModelSpec
+from .combination import sample_nll
+from .preprocess import (
     ForecastPreprocessor,
     Preprocessor,
     TabularPreprocessor,
 )
-from .space.arch import Arch
 
 
 class Explainable(Protocol):
@@ -73,7 +73,7 @@ def _space(
         z = (feats.reshape(-1, pre.n_features) - pre.mean) / pre.std
         return z, z.astype(np.float32)
     if isinstance(pre, ForecastPreprocessor):
-        from .data.timeseries import clustering_features
+        from ..data.timeseries import clustering_features
 
         scaled, _ = pre.windows(x)
         z = (clustering_features(scaled) - pre.descriptor_mean) / pre.descriptor_std

@@ -1,6 +1,6 @@
 """One run end to end: task -> SGEM search -> final MoE -> result.json, model and plots.
 
-A run is fully described by its run config (`sgem.runconfig`: task, space, search, seed,
+A run is fully described by its run config (`sgem.run.runconfig`: task, space, search, seed,
 ...); the same config and seed on CPU give the same result. `run_config` is the one
 experiment path behind `sgem run` (a preset: `run_experiment`), `sgem fit` and the Python
 API; `resume_experiment` continues an interrupted run from its directory. The presets
@@ -19,19 +19,23 @@ from typing import Any
 
 import torch
 
-from .atomic import recover_dir
+from ..atomic import recover_dir
+from ..data.task import ClusteredTask
+from ..errors import SgemUserError
+from ..execution.executors import make_executor, resolve_executor
+from ..execution.progress import shown
+from ..leaderboard import compete
+from ..moe.artifact import save_final_moe
+from ..moe.final_calibration import calibrate_final, target_units
+from ..moe.reference import add_references
+from ..presets import PRESET_NAMES
+from ..search.sgem import SGEM
+from ..search.store import ObservationStore
+from ..train.time_fence import fence_passed, training_fence
+from ..train.trainer import resolve_device
 from .budget import deadline, plan_run, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
-from .data.task import ClusteredTask
-from .errors import SgemUserError
-from .executors import make_executor, resolve_executor
 from .experiment import drop_empty_experts, finish_sgem
-from .leaderboard import compete
-from .moe.artifact import save_final_moe
-from .moe.final_calibration import calibrate_final, target_units
-from .moe.reference import add_references
-from .presets import PRESET_NAMES
-from .progress import shown
 from .run_result import (
     MODEL_DIR,
     model_metrics,
@@ -52,10 +56,6 @@ from .runconfig import (
     read_config_file,
 )
 from .rundir import STORE, TRACE, RunDirectory, versions
-from .search.sgem import SGEM
-from .store import ObservationStore
-from .time_fence import fence_passed, training_fence
-from .train.trainer import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -194,9 +194,9 @@ def _execute(
     """Search, final MoE, result.json, model and figures of a validated run config whose
     mapping has `fingerprint` (the store refuses another run's file).
 
-    Under a time budget every training stops at the fence (`sgem.time_fence`), which leaves
+    Under a time budget every training stops at the fence (`sgem.train.time_fence`), which leaves
     the tail (scoring, saving, figures) its time; a resumed run continues with the seconds
-    its clock (`sgem.budget_clock`) has left."""
+    its clock (`sgem.run.budget_clock`) has left."""
     clock = BudgetClock(
         rundir.file(CLOCK_FILE), cfg.time_budget, started=started, resume=resume, heartbeat=progress
     )
@@ -286,7 +286,7 @@ def _stages(
                     task, store=store, executor=executor, resume=resume, deadline=deadline(plan)
                 )
             # the final MoE: the finalists' second look with the final protocol, then the
-            # protocol every method shares (sgem.experiment.finish_sgem); a processes
+            # protocol every method shares (sgem.run.experiment.finish_sgem); a processes
             # executor's warm workers make the tracking runs and retrain side by side
             t0 = time.perf_counter()
             with shown(progress), clock.timed("final_stage"):  # after the EM bar
@@ -401,7 +401,7 @@ def _stages(
         },
     )
     result["model"] = MODEL_DIR
-    from .report import draw_run_figures  # matplotlib only once a run has finished
+    from ..report.figures import draw_run_figures  # matplotlib only once a run has finished
 
     # result.json is written once, last: its presence means the run is complete, so a kill
     # while drawing leaves a run that resumes (and a failed figure never fails the run)
@@ -418,7 +418,7 @@ def _stages(
         except Exception as exc:  # figures are a report: the model is saved
             log.warning("the run's figures could not be drawn: %s", exc)
             result["figures_error"] = f"{type(exc).__name__}: {exc}"
-    # where the time went (exclusive seconds per phase; sgem.timing): written last, so the
+    # where the time went (exclusive seconds per phase; sgem.execution.timing): written last, so the
     # model and figures count too
     timing["reporting"] = time.perf_counter() - t0
     result["timing"] = {k: round(v, 3) for k, v in timing.items()}

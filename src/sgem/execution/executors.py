@@ -52,7 +52,7 @@ from .jobs import (
 from .ray_executor import RayExecutor
 
 if TYPE_CHECKING:
-    from .moe.expert_fit import ExpertFit, ExpertJob
+    from ..moe.expert_fit import ExpertFit, ExpertJob
 
 
 def default_threads() -> int:
@@ -99,7 +99,7 @@ class InlineExecutor:
         chunks = self.plan_jobs(jobs)
         parts = [[jobs[i] for i in c] for c in chunks]
         if self.threads > 1 and sum(len(p) > 1 for p in parts) > 1:
-            from .train.trainer import intra_op_threads
+            from ..train.trainer import intra_op_threads
 
             pool = self._thread_pool()
             # torch's intra-op thread count is process-wide: set it once, around the pool
@@ -157,7 +157,7 @@ def _worker_init(
 
 def _worker_fit_expert(job: ExpertJob) -> ExpertFit:
     """Retrain one expert of the final MoE in a worker (`ProcessExecutor.fit_experts`)."""
-    from .moe.expert_fit import fit_expert
+    from ..moe.expert_fit import fit_expert
 
     assert _WORKER_RUNNER is not None
     trainer = _WORKER_RUNNER.trainer
@@ -213,7 +213,7 @@ class ProcessExecutor:
 
     def _as_a_worker(self) -> contextlib.AbstractContextManager:
         """The caller trains on the workers' intra-op thread count (same numbers)."""
-        from .train.trainer import intra_op_threads
+        from ..train.trainer import intra_op_threads
 
         return intra_op_threads(self.threads)
 
@@ -294,7 +294,7 @@ class ProcessExecutor:
         futures = [pool.submit(_worker_fit_expert, job) for job in remote] if pool else []
         mine: ExpertFit | None = None
         if local is not None:
-            from .moe.expert_fit import fit_expert
+            from ..moe.expert_fit import fit_expert
 
             trainer = self._caller_runner().trainer
             with self._as_a_worker():  # the module itself: no weights to ship from here
@@ -383,7 +383,8 @@ def make_executor(
     vectorises wherever it can), "processes" or "ray".
 
     In-process executors reuse `trainer` when given (no second copy of the data).
-    `trainer_factory` replaces the real trainer everywhere (e.g. `sgem.latency.LatencyModel`).
+    `trainer_factory` replaces the real trainer everywhere (e.g.
+    `sgem.execution.latency.LatencyModel`).
     """
     if kind in ("inline", "batched"):
         if trainer is None:

@@ -3,7 +3,7 @@ stage it interrupted: the drill behind the kill-and-resume test and benchmark.
 
 Why in the package: the test (tests/test_kill_resume.py) and the stress benchmark
 (benchmarks/kill_resume.py) kill the same way and must name stages the same way; the
-stages are the run clock's (`sgem.budget_clock`), which saves itself at the end of every
+stages are the run clock's (`sgem.run.budget_clock`), which saves itself at the end of every
 stage, so the clock file tells which stages an attempt finished before its kill.
 """
 

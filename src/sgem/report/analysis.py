@@ -19,10 +19,10 @@ cost. The analysis (`op_effects`):
 6. the architecture spread per domain: from the store, the std over distinct
    architectures of their mean in-mask loss on the domain (`spread_from_observations`);
    the paper's row (std of the real region NLL of random architectures under oracle
-   routing) needs new trainings: `sgem.architecture_spread.measure_architecture_spread`.
+   routing) needs new trainings: `sgem.report.architecture_spread.measure_architecture_spread`.
 
 `load_run` reads a run directory written by `sgem run` (through `RunDirectory` and the
-observation store's read-only reader, `sgem.store.read_completed`);
+observation store's read-only reader, `sgem.search.store.read_completed`);
 `format_op_table` renders the result as markdown.
 """
 
@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from .rundir import CONFIG, RESULT, STORE, RunDirectory
-from .space.arch import Arch
-from .store import Observation, read_completed
+from ..run.rundir import CONFIG, RESULT, STORE, RunDirectory
+from ..search.store import Observation, read_completed
+from ..space.arch import Arch
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def load_run(run_dir: str | Path) -> RunObservations:
     """Completed observations of a run directory, clusters labelled by majority domain.
 
     Reads the run through `RunDirectory` (result.json, config.yaml) and the store's
-    read-only reader (`sgem.store.read_completed`: schema version and cluster count
+    read-only reader (`sgem.search.store.read_completed`: schema version and cluster count
     checked); writes nothing, so a read-only run directory works."""
     rundir = RunDirectory(run_dir)
     for name in (RESULT, STORE):
@@ -101,7 +101,7 @@ def load_run(run_dir: str | Path) -> RunObservations:
 def completed_observations(path: str | Path, n_clusters: int) -> list[Observation]:
     """The completed trainings of a store file, each (architecture, mask) once (a retried or
     reused training counts once), in the order they were first recorded; read-only
-    (`sgem.store.read_completed`), so a finished run can be analysed where it cannot be
+    (`sgem.search.store.read_completed`), so a finished run can be analysed where it cannot be
     written."""
     return read_completed(path, n_clusters)
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .space.arch import Arch
+from ..space.arch import Arch
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Executor(Protocol):
 
 #: builds the object that trains candidates in a worker: (task, space, train config, device)
 #: -> something with `train(arch, mask, seed)` (default: `sgem.train.trainer.Trainer`). A
-#: stand-in such as `sgem.latency.LatencyModel` must be picklable (it travels to workers).
+#: stand-in such as `sgem.execution.latency.LatencyModel` must be picklable (it travels to workers).
 TrainerFactory = Callable[[Any, Any, Any, str], Any]
 
 
@@ -59,7 +59,7 @@ def make_trainer(factory: TrainerFactory | None, task, space, train_config, devi
     """The trainer a worker builds: `factory`'s, else the real `Trainer`."""
     if factory is not None:
         return factory(task, space, train_config, device)
-    from .train.trainer import Trainer
+    from ..train.trainer import Trainer
 
     return Trainer(task, space, train_config, device=device)
 

@@ -30,7 +30,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from .space.arch import Arch
+from ..space.arch import Arch
 from .store_errors import StoreError, _classify, _corrupt, check_store_present
 
 SCHEMA_VERSION = 2  # 2: checkpoints as JSON + safetensors (1 pickled them)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .space.arch import Arch
-from .train.trainer import TrainOutcome
+from ..space.arch import Arch
+from ..train.trainer import TrainOutcome
 
 #: ops each group of clusters prefers (the toy's linear and ring groups, tabular op names)
 GROUP_OPS: tuple[tuple[str, ...], tuple[str, ...]] = (
@@ -102,7 +102,7 @@ class LatencyTrainer:
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """A `TrainerFactory` (see `sgem.jobs`): every candidate takes `seconds` of sleep,
+    """A `TrainerFactory` (see `sgem.execution.jobs`): every candidate takes `seconds` of sleep,
     spread by up to +-`jitter` (a fraction) per job."""
 
     seconds: float = 1.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .space.arch import Arch
+from ..space.arch import Arch
 
 
 def _edges(arch: Arch, darts: bool) -> tuple[list[str], list[tuple[int, int, str]], list[int]]:

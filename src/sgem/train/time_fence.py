@@ -1,6 +1,6 @@
 """The hard end of a time budget: after it, every training loop stops at its next step.
 
-A budget plan (`sgem.budget`) sizes the search and the final stage from a pilot training,
+A budget plan (`sgem.run.budget`) sizes the search and the final stage from a pilot training,
 and the EM loop stops at its own deadline; but an estimate can be wrong by a factor (a
 slower cell, another process on the machine, a warm start that trains longer), and the
 stages after the search used to run to completion whatever the clock said. The fence is

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .atomic import write_atomic
+from ..atomic import write_atomic
 
 CLOCK_FILE = "budget_clock.json"
 HEARTBEAT_SECONDS = 10.0
