@@ -244,6 +244,24 @@ def classical_members(task: ClusteredTask) -> list[Member]:
     return members
 
 
+def classical_seconds(task: ClusteredTask, sample: int = 12) -> float:
+    """What `classical_members` will take on this task, measured: AutoETS and AutoTheta
+    timed on a few validation windows (as the leaderboard fits them) and scaled to every
+    validation and holdout window, with a margin. A budget plan reserves it (local fits
+    of seasonal models on thousands of windows take tens of seconds)."""
+    n = min(sample, len(task.val))
+    if n == 0:
+        return 0.0
+    horizon = int(task.test.y.shape[1])
+    index = np.linspace(0, len(task.val) - 1, n).astype(int)
+    season = _seasons(task, task.val)[index]
+    start = time.perf_counter()
+    for name in ("AutoETS", "AutoTheta"):
+        _classical(ClassicalMember(name), task, "val", horizon, season, index)
+    per_window = (time.perf_counter() - start) / n
+    return 1.5 * per_window * (len(task.val) + len(task.test))
+
+
 def _seasons(task: ClusteredTask, split: Split) -> np.ndarray:
     """Each window's seasonal period: the file's frequency where the task knows it (a
     user's file: `freq`; a benchmark's domains: `seasonality` per domain), else the
@@ -263,17 +281,26 @@ def _seasons(task: ClusteredTask, split: Split) -> np.ndarray:
     return choose_seasons(_x(split))
 
 
-def _classical(ref, task: ClusteredTask, part: str, horizon: int, season: np.ndarray) -> np.ndarray:
-    """A classical member's outputs (model units) on every window of split `part`, fitted
-    on the series' whole history up to the window's end where the task keeps it (as a saved
-    combination refits at forecast time), else on the window's context."""
+def _classical(
+    ref,
+    task: ClusteredTask,
+    part: str,
+    horizon: int,
+    season: np.ndarray,
+    index: np.ndarray | None = None,
+) -> np.ndarray:
+    """A classical member's outputs (model units) on every window of split `part` (or its
+    windows `index`), fitted on the series' whole history up to the window's end where the
+    task keeps it (as a saved combination refits at forecast time), else on the window's
+    context."""
     split = getattr(task, part)
     histories, scale = _histories(task, part)
+    rows = np.arange(len(split.y)) if index is None else np.asarray(index)
     if histories is None:
-        loc, spread = ref.forecast(list(_x(split)), horizon, season)
+        loc, spread = ref.forecast(list(_x(split)[rows]), horizon, season)
     else:
-        loc, spread = ref.forecast(histories, horizon, season)
-        loc, spread = loc / scale[:, None], spread / scale[:, None]
+        loc, spread = ref.forecast([histories[i] for i in rows], horizon, season)
+        loc, spread = loc / scale[rows, None], spread / scale[rows, None]
     return np.stack([loc, spread, np.full_like(loc, NORMAL_DF)], -1)
 
 
@@ -292,4 +319,11 @@ def _histories(task: ClusteredTask, part: str) -> tuple[list | None, np.ndarray]
     return histories, np.asarray(windows.scale, dtype=np.float64)
 
 
-__all__ = ["NORMAL_DF", "Member", "classical_members", "global_network", "sklearn_members"]
+__all__ = [
+    "NORMAL_DF",
+    "Member",
+    "classical_members",
+    "classical_seconds",
+    "global_network",
+    "sklearn_members",
+]

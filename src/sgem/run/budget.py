@@ -292,7 +292,20 @@ def deadline(plan: dict | None) -> float | None:
         return None
     t = plan["candidate_seconds"]
     reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
+    reserve += plan.get("references_seconds_estimate", 0.0)  # the leaderboard's local fits
     return plan["_training_ends"] - reserve
+
+
+def _reference_seconds(task: ClusteredTask, space: CellSpace) -> float:
+    """The leaderboard's classical forecasters on every validation and holdout window,
+    measured on a few (`sgem.leaderboard.members.classical_seconds`); 0 for other kinds."""
+    from ..space.timeseries import TimeSeriesSpace
+
+    if not isinstance(space, TimeSeriesSpace):
+        return 0.0
+    from ..leaderboard.members import classical_seconds
+
+    return classical_seconds(task)
 
 
 def plan_run(
@@ -322,8 +335,9 @@ def plan_run(
         if cfg.final_epochs:  # epochs over train + val, summed over experts
             batch = min(search_cfg.train.batch_size or n_fit, n_fit)
             retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
-        spent = time.perf_counter() - start  # reading the data, the pilot
-        seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
+        references = _reference_seconds(task, space)
+        spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
+        seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget) - references
         smallest = minimum_seconds(search_cfg, t, n_fit / max(len(task.train), 1))
         if seconds < smallest:
             needed = smallest + spent + tail_seconds(cfg.time_budget)
@@ -344,6 +358,7 @@ def plan_run(
             references=isinstance(space, TabularSpace),  # `sgem.moe.reference` trains them
             after_final=True,
         )
+        plan["references_seconds_estimate"] = round(references, 1)
         write_atomic(file, json.dumps(plan, indent=1))
     if plan.get("reduced"):
         log.warning(
