@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ def _rows(result: dict) -> dict[str, dict]:
 
 def toy(seed: int, runs: Path) -> dict:
     out = runs / f"toy-seed{seed}"
+    shutil.rmtree(out, ignore_errors=True)  # a fresh run: never one of older code
     start = time.perf_counter()
     subprocess.run(
         ["sgem", "run", "toy", "--seed", str(seed), "--out", str(out), "--quiet"],
@@ -80,6 +82,7 @@ def tables(runs: Path) -> dict[str, Path]:
 
 def table(name: str, path: Path, budget: float, runs: Path) -> dict:
     out = runs / f"table-{name}"
+    shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     subprocess.run(
         [
