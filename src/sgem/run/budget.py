@@ -59,7 +59,8 @@ def tail_seconds(budget: float) -> float:
 
 def _protocol(cfg: SearchConfig, final_length: str | FinalProtocol) -> FinalProtocol:
     """The final protocol being priced: `final_length` (a config name or a protocol) with
-    `cfg`'s steps and champion cells (the only fields pricing reads besides the length)."""
+    `cfg`'s steps and champion cells. Pricing reads the length rule from it; the sizes
+    (experts, steps, champion cells) from `cfg`, which `plan_final` keeps in step with it."""
     if isinstance(final_length, FinalProtocol):
         return final_length
     return FinalProtocol.from_name(
@@ -188,6 +189,7 @@ def plan_final(
         fraction = max(MIN_STEP_FRACTION, allowed / cost())
         steps = max(1, int(cfg.final_steps * fraction))
         cfg = dataclasses.replace(cfg, final_steps=steps)
+        protocol = protocol.replace(final_steps=steps)
         reduced.append(f"final experts trained {steps} steps (search.final_steps)")
     return cfg, protocol, reduced, cost()
 
