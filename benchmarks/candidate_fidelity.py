@@ -34,7 +34,7 @@ import torch
 from scipy.stats import spearmanr
 
 from sgem.baselines import geometry_partition
-from sgem.moe.final_length import ValidationLength, expert_length
+from sgem.final.length import ValidationLength, expert_length
 from sgem.run.pipeline import build_space
 from sgem.run.runconfig import RunConfig, build_task, load_run_config
 from sgem.train.losses import per_sample_nll

@@ -1,7 +1,7 @@
 """Wall clock of the champion cell's trainings here (one after another) and on the
 processes executor's workers, side by side on one task; checks both pick the same cell.
 
-The champion (`sgem.search.champion`) trains `--cells` random cells on every cluster; with
+The champion (`sgem.final.champion`) trains `--cells` random cells on every cluster; with
 an executor they train as independent jobs on its workers. Runs alternate which path goes
 first, so the load of a shared machine hits both alike; the load is saved with each run.
 
@@ -21,8 +21,8 @@ import torch
 
 from sgem.bench.machine import busiest, load_average
 from sgem.execution.executors import ProcessExecutor
+from sgem.final.champion import champion_cell
 from sgem.run.runconfig import build_space, build_task, load_run_config
-from sgem.search.champion import champion_cell
 from sgem.train.trainer import Trainer
 
 

@@ -5,7 +5,7 @@ want different operations (linear, ring, parabola; `sgem.data.mixtures`), search
 with K = G experts (the `toy` preset's search), against Global single: the best of B random
 cells trained on all clusters (K = 1), with B = SGEM's own number of candidate trainings on
 that seed (matched budget) and, for reference, B = 16. Every final network goes through the
-same protocol (`sgem.run.experiment.finish`: retrained on train + validation, tested once).
+same protocol (`sgem.final.run_final`: retrained on train + validation, tested once).
 
 Prints and saves per seed: test accuracy and NLL of each, SGEM's oracle match and
 trainings, and the paired differences (SGEM minus Global single).

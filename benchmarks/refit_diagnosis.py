@@ -5,7 +5,7 @@ with the best of 16 on 5/5 seeds (benchmarks/results/matched_budget_offline-b141
 although the 141-cell stream starts with the same 16 cells and the global network of the
 141-cell winner validates better on 4 of them. Either validation does not predict test for
 the tracked network itself (selection noise), or the refit on train + validation (the
-tracked length scaled to the larger set, `sgem.moe.final_length`) is where the two cells
+tracked length scaled to the larger set, `sgem.final.length`) is where the two cells
 part. Per seed and cell (the winners of both budgets, read from two ts_main outputs), this
 trains the cell's global network as the warm-start protocol does and reports: the tracking
 run's validation NLL, the TRACKED network's test NLL (trained on train only, so validation
@@ -35,10 +35,10 @@ import torch
 
 from sgem.bench.config import scale_defaults
 from sgem.bench.tasks import build_task
-from sgem.moe.expert_fit import ExpertFit, ExpertJob, WarmStart, fit_expert
-from sgem.moe.final_length import resolve_length
+from sgem.final.expert_fit import ExpertFit, ExpertJob, WarmStart, fit_expert
+from sgem.final.length import resolve_length
+from sgem.final.warm_start import global_starts
 from sgem.moe.reference import score_networks
-from sgem.moe.warm_start import global_starts
 from sgem.random_streams import expert_seed
 from sgem.search.config import SearchConfig
 from sgem.space.arch import Arch

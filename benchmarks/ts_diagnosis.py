@@ -30,7 +30,7 @@ import torch
 
 from sgem.baselines import BaselineSetup, best_single_architecture, geometry_partition
 from sgem.bench.stats import rank_agreement
-from sgem.run.experiment import finish
+from sgem.final import FinalProtocol, run_final
 from sgem.run.pipeline import build_space, run_experiment
 from sgem.run.runconfig import RunConfig, build_task
 from sgem.run.rundir import RunDirectory
@@ -133,16 +133,9 @@ def diagnose(seed: int, runs: Path, per_region: int) -> dict:
         ("sgem partition + best single x K", assignment, [best] * k),
         ("geometry partition + best single x K", geometry, [best] * k),
     ):
-        row = finish(
-            name,
-            task,
-            trainer,
-            partition,
-            archs,
-            seed,
-            final_steps=search.final_steps,
-            crps_samples=cfg.crps_samples,
-        ).row(task)
+        protocol = FinalProtocol(search.final_steps, crps_samples=cfg.crps_samples)
+        row = run_final(task, trainer, partition, archs, protocol, seed=seed, method=name)
+        row = row.row(task)
         models[name] = {k: row.get(k) for k in ("test_nll", "test_crps", "per_domain_test_nll")}
     names = task.meta.get("domain_names")
     moved = [

@@ -19,7 +19,7 @@ Domains: the preset's (the four offline stand-ins, or the Monash files of --data
 `--files A.tsf B.tsf ...`: any number of Monash-format files, one domain each (named by
 the file's stem). Final training length: `--final-length fixed` (the preset's steps or
 epochs) or `validation` (each final network's length chosen on validation, then retrained
-on train + validation; `sgem.moe.final_length`), applied to SGEM and every baseline alike.
+on train + validation; `sgem.final.length`), applied to SGEM and every baseline alike.
 
 Scales:
   smoke    configs/ts-smoke.yaml over `ts-offline`: 400 windows, M = 6, K = 2, tiny cells

@@ -33,7 +33,7 @@ from sgem.bench.methods import REFERENCE, baseline_setup
 from sgem.bench.replay import protocol_comparison, replay_saved_row, with_cells_of
 from sgem.bench.tables import write_table
 from sgem.bench.tasks import build_task
-from sgem.moe.final_length import FINAL_LENGTHS
+from sgem.final.protocol import FINAL_LENGTHS
 from sgem.search.config import SearchConfig
 from sgem.space.registry import build_space
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from sgem.baselines import BaselineSetup, best_single_architecture
-from sgem.moe.final_length import ValidationLength, track_validation
+from sgem.final.length import ValidationLength, track_validation
 from sgem.run.pipeline import build_space
 from sgem.run.runconfig import build_task, load_run_config
 from sgem.search.geometry import geometry_partition

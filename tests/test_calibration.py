@@ -182,12 +182,12 @@ def _val_tensors(task, sel):
 
 
 def test_validation_predictions_come_from_networks_that_never_saw_them(forecaster) -> None:
+    from sgem.final import FinalProtocol, run_final
     from sgem.moe.final_calibration import validation_outputs
     from sgem.random_streams import expert_seed
-    from sgem.run.experiment import finish
 
     task, _, trainer, archs, assignment = forecaster
-    final = finish("sgem", task, trainer, assignment, archs, 0, final_steps=5)
+    final = run_final(task, trainer, assignment, archs, FinalProtocol(5), seed=0)
     out, has = validation_outputs(task, trainer, final, 0, "fixed")
     assert has.all()
     region = assignment == 0
@@ -200,8 +200,8 @@ def test_validation_predictions_come_from_networks_that_never_saw_them(forecaste
     with torch.no_grad():  # the refitted model's own outputs are another (in-sample) thing
         refit = final.moe(_val_tensors(task, slice(None)), torch.as_tensor(task.val.cluster))
     assert not np.allclose(out, refit.double().numpy())
-    norefit = "validation-norefit"
-    kept = finish("sgem", task, trainer, assignment, archs, 0, final_steps=5, final_length=norefit)
+    norefit = FinalProtocol.from_name("validation-norefit", 5)
+    kept = run_final(task, trainer, assignment, archs, norefit, seed=0)
     out, _ = validation_outputs(task, trainer, kept, 0, "validation-norefit")
     with torch.no_grad():  # without a refit the final networks never saw validation
         own = kept.moe(_val_tensors(task, slice(None)), torch.as_tensor(task.val.cluster))
@@ -211,13 +211,12 @@ def test_validation_predictions_come_from_networks_that_never_saw_them(forecaste
 def test_a_calibrated_forecaster_keeps_nonnegative_series_at_or_above_zero(
     forecaster, tmp_path
 ) -> None:
+    from sgem.final import FinalProtocol, run_final
     from sgem.moe.final_calibration import calibrate_final
-    from sgem.run.experiment import finish
 
     task, space, trainer, archs, assignment = forecaster
-    final = finish(
-        "sgem", task, trainer, assignment, archs, 0, final_steps=5, final_length="validation-warm"
-    )
+    warm = FinalProtocol.from_name("validation-warm", 5)
+    final = run_final(task, trainer, assignment, archs, warm, seed=0)
     cal = calibrate_final(task, trainer, final, 0, length="validation-warm")
     report = cal.report
     assert report["holdout"]["coverage_80"]["calibrated"]["per_domain"].keys() == {

@@ -1,4 +1,4 @@
-"""The finalists' second look (sgem.search.final_check): contenders, ranking, the choice
+"""The finalists' second look (sgem.final.check): contenders, ranking, the choice
 by the final protocol, and tracking runs handed on to the final retrain exactly."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 from helpers import short_train, small_ts_space, small_ts_task
 
 from sgem.errors import SgemUserError
+from sgem.final.check import contenders, final_check, ranked_architectures
+from sgem.final.length import ValidationLength
 from sgem.moe.cluster_gated import train_final_moe
-from sgem.moe.final_length import ValidationLength
 from sgem.search.config import SearchConfig
-from sgem.search.final_check import contenders, final_check, ranked_architectures
 from sgem.search.store import Observation, ObservationStore
 from sgem.train.trainer import Trainer
 

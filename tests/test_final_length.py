@@ -1,4 +1,4 @@
-"""The validation-chosen final training length (sgem.moe.final_length) and its use in
+"""The validation-chosen final training length (sgem.final.length) and its use in
 train_final_moe and the baselines' final training."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import torch
 from helpers import short_train, small_ts_space, small_ts_task
 
 from sgem.baselines import BaselineSetup, get_baseline
-from sgem.moe.cluster_gated import train_final_moe
-from sgem.moe.final_length import (
+from sgem.final.length import (
     ValidationLength,
     expert_length,
     resolve_length,
     track_validation,
 )
+from sgem.moe.cluster_gated import train_final_moe
 from sgem.space.arch import Arch
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import Trainer

@@ -206,7 +206,7 @@ def test_budget_prices_the_reference_networks_of_a_table() -> None:
     """Tables without warm starts also train one network of each expert's cell on every
     cluster (`sgem.moe.reference`): k networks on all of train + validation, tracked too
     under a validation-chosen length; warm starts score theirs for free."""
-    from sgem.moe.final_length import PLANNING_FACTOR
+    from sgem.final.length import PLANNING_FACTOR
 
     cfg = SearchConfig()  # 2 experts, 600 final steps, 150 candidate steps: 4 units each
     for length, factor in (("fixed", 1.0), ("validation", PLANNING_FACTOR)):

@@ -7,7 +7,7 @@ import pytest
 from helpers import small_ts_space, small_ts_task
 
 from sgem.execution.progress import shown, stage_bar
-from sgem.moe.expert_fit import ExpertJob, fit_expert_jobs
+from sgem.final.expert_fit import ExpertJob, fit_expert_jobs
 from sgem.train.trainer import TrainConfig, Trainer
 
 

@@ -47,7 +47,7 @@ def test_the_fence_stops_a_training_loop_at_its_next_step() -> None:
 
 
 def test_the_fence_ends_validation_tracking_where_it_stands() -> None:
-    from sgem.moe.final_length import track_validation
+    from sgem.final.length import track_validation
 
     calls = []
     with training_fence(time.time() - 1.0):  # already passed
@@ -157,7 +157,7 @@ def test_a_fit_done_early_says_why(table, tmp_path) -> None:
 
 def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:
     from sgem.data import make_toy_task
-    from sgem.run.experiment import drop_empty_experts, finish
+    from sgem.final import FinalProtocol, drop_empty_experts, run_final
     from sgem.search.sgem import SearchResult
     from sgem.space import TabularSpace
     from sgem.train import TrainConfig, Trainer
@@ -168,7 +168,7 @@ def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:
     rng = np.random.default_rng(0)
     archs = [space.sample(rng) for _ in range(3)]
     assignment = np.where(np.arange(task.n_clusters) % 2 == 0, 0, 2)  # expert 1 owns nothing
-    final = finish("sgem", task, trainer, assignment, archs, seed=0, final_steps=20)
+    final = run_final(task, trainer, assignment, archs, FinalProtocol(20), seed=0)
     found = SearchResult(
         assignment=assignment,
         architectures=archs,

@@ -11,8 +11,8 @@ import torch
 
 from sgem.cli import main
 from sgem.data.timeseries import OFFLINE_FILES
+from sgem.final.expert_fit import steps_for_epochs
 from sgem.moe.cluster_gated import ClusterGatedMoE
-from sgem.moe.expert_fit import steps_for_epochs
 from sgem.run.pipeline import PRESETS, build_space, build_task_from_config, load_config
 from sgem.space.timeseries import TimeSeriesSpace
 

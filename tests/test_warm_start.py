@@ -1,4 +1,4 @@
-"""Warm starts (`final_length: validation-warm`, sgem.moe.warm_start): experts fine-tune a
+"""Warm starts (`final_length: validation-warm`, sgem.final.warm_start): experts fine-tune a
 global network of their cell, and may keep it unchanged."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 from helpers import short_train, small_ts_space, small_ts_task
 
 from sgem.execution.jobs import job_seed
+from sgem.final.expert_fit import ExpertJob, fit_expert
+from sgem.final.length import ValidationLength, resolve_length, track_validation
+from sgem.final.warm_start import global_starts
 from sgem.moe.cluster_gated import train_final_moe
-from sgem.moe.expert_fit import ExpertJob, fit_expert
-from sgem.moe.final_length import ValidationLength, resolve_length, track_validation
-from sgem.moe.warm_start import global_starts
 from sgem.space.arch import Arch
 from sgem.train.trainer import TrainConfig, Trainer
 
@@ -134,7 +134,7 @@ def test_warm_final_moe_is_reproducible(task, space, trainer):
 
 def test_the_champion_is_the_baselines_best_single_cell_of_that_budget(task, space, trainer):
     from sgem.baselines import BaselineSetup, best_single_architecture
-    from sgem.search.champion import champion_cell
+    from sgem.final.champion import champion_cell
 
     cell, report = champion_cell(task, trainer, space, 3, seed=2)
     setup = BaselineSetup(space=space, train=trainer.config, n_experts=2, budget=3)
@@ -148,7 +148,7 @@ def test_the_champion_trains_on_workers_with_the_same_numbers(task, space, train
     training after another here (`trainer.train`), and the bar counts every cell."""
     from sgem.execution.executors import ProcessExecutor
     from sgem.execution.progress import shown
-    from sgem.search.champion import champion_cell
+    from sgem.final.champion import champion_cell
     from sgem.train.losses import region_loss
 
     _, here = champion_cell(task, trainer, space, 3, seed=4)
@@ -169,7 +169,7 @@ def test_the_champion_trains_on_workers_with_the_same_numbers(task, space, train
 
 
 def test_the_final_check_offers_the_champion_to_every_region(task, space, trainer):
-    from sgem.search.final_check import final_check
+    from sgem.final.check import final_check
     from sgem.search.store import ObservationStore
 
     rule = ValidationLength(max_factor=1.0, n_evals=2, patience=1, warm_start=True)
@@ -236,7 +236,7 @@ def test_each_cells_global_network_is_scored_alone_as_a_reference(task, space, t
 
 
 def test_a_champion_cell_that_fails_to_train_is_left_out(task, space, trainer, monkeypatch):
-    from sgem.search.champion import champion_cell
+    from sgem.final.champion import champion_cell
 
     _, healthy = champion_cell(task, trainer, space, 3, seed=2)
     bad = sorted(healthy["scores"], key=healthy["scores"].get)[0]  # the would-be champion

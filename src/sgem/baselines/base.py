@@ -10,8 +10,8 @@ agreement with the task's oracle partition, when it has one), `architectures` an
 
 The search-based baselines are written over (task, space, trainer) only, so any modality
 reuses them; they train candidates with the same `Trainer` and the same content-derived
-seeds as SGEM (`sgem.execution.executors.job_seed`) and all end in `train_final_moe`, the final
-protocol SGEM uses (retrain on train + validation, test once).
+seeds as SGEM (`sgem.execution.executors.job_seed`) and all end in `sgem.final.run_final`,
+the final stage SGEM uses (retrain on train + validation, test once).
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..execution.executors import job_seed
+from ..final.champion import champion_cell
+from ..final.expert_fit import steps_for_epochs
+from ..final.length import adam_length, resolve_length
+from ..final.protocol import FinalProtocol
+from ..final.stage import run_final
 from ..forecast import task_test_scores
 from ..metrics import partition_match
-from ..moe.cluster_gated import train_final_moe
-from ..moe.expert_fit import steps_for_epochs
-from ..moe.final_length import ValidationLength, adam_length, resolve_length
 from ..moe.scoring import evaluate_forecasts
-from ..search.champion import champion_cell
 from ..space.arch import Arch, CellSpace
 from ..train.losses import per_sample_nll, region_loss
 from ..train.trainer import TrainConfig, Trainer
@@ -51,10 +52,11 @@ class BaselineSetup:
         final_steps: optimiser steps of the final retraining on train + validation, per
             expert (also the training length of the direct forecasters DLinear and MoLE).
         final_epochs: if set, the final retraining runs this many epochs per expert instead.
-        final_length: "fixed" (the lengths above) or "validation" (or a `ValidationLength`):
-            every final network's length chosen on validation first, then retrained on
-            train + validation (`sgem.moe.final_length`); cluster-gated methods through
-            `train_final_moe(length=...)`, DLinear and MoLE through `fit_network`.
+        final_length: a config name of `sgem.final.protocol.FINAL_LENGTHS`: "fixed" (the
+            lengths above) or "validation..." (every final network's length chosen on
+            validation first, then retrained on train + validation, `sgem.final.length`);
+            cluster-gated methods through `sgem.final.run_final` (`protocol()`), DLinear
+            and MoLE through `fit_network`.
         crps_samples: samples per forecast for the sample-based CRPS.
         device: torch device for training.
         cache: results shared between baselines of one (task, seed), e.g. the best single
@@ -67,7 +69,7 @@ class BaselineSetup:
     budget: int = 24
     final_steps: int = 600
     final_epochs: float | None = None
-    final_length: str | ValidationLength = "fixed"
+    final_length: str = "fixed"
     crps_samples: int = 100
     device: str = "cpu"
     cache: dict = field(default_factory=dict, repr=False)
@@ -78,7 +80,16 @@ class BaselineSetup:
                 f"need n_experts, budget and final_steps >= 1, got {self.n_experts}, "
                 f"{self.budget}, {self.final_steps}"
             )
-        resolve_length(self.final_length)  # an unknown name fails here, not after a search
+        self.protocol()  # an unknown final length fails here, not after a search
+
+    def protocol(self) -> FinalProtocol:
+        """The final stage of every cluster-gated baseline (SGEM's protocol, no second look)."""
+        return FinalProtocol.from_name(
+            self.final_length,
+            self.final_steps,
+            final_epochs=self.final_epochs,
+            crps_samples=self.crps_samples,
+        )
 
     def require_space(self, method: str) -> CellSpace:
         if self.space is None:
@@ -180,7 +191,7 @@ def best_single_architecture(
 
     Cached in `setup.cache` per (task, seed): Global single, BestArch x K and Geometry
     routing share it, as in the paper (one search, three uses). The search is SGEM's
-    champion-cell search (`sgem.search.champion`), so both find the same cell for a budget.
+    champion-cell search (`sgem.final.champion`), so both find the same cell for a budget.
     Returns (arch, trainings).
     """
     key = _best_single_key(task, seed, setup.budget)
@@ -206,17 +217,10 @@ def cluster_moe_result(
 ) -> dict:
     """Retrain the cluster-gated MoE on train + validation (SGEM's protocol), test once."""
     trainer = make_trainer(task, setup, method)
-    _, report = train_final_moe(
-        task,
-        trainer,
-        np.asarray(assignment),
-        list(architectures),
-        steps=setup.final_steps,
-        seed=seed,
-        epochs=setup.final_epochs,
-        crps_samples=setup.crps_samples,
-        length=setup.final_length,
+    final = run_final(
+        task, trainer, np.asarray(assignment), list(architectures), setup.protocol(), seed=seed
     )
+    report = final.report
     moe = report.to_json()
     names = task.meta.get("domain_names")
     per_domain = {(names[int(d)] if names else d): v for d, v in moe["per_domain_test_nll"].items()}

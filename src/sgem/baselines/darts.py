@@ -15,7 +15,7 @@ evaluated in exactly the network it was searched in:
   the edge's largest op weight), each with its argmax op; node 0 has one incoming edge (the
   cell input) and keeps that edge's two strongest ops.
 
-Methods built on it (all finish with the cluster-gated `train_final_moe`, like SGEM):
+Methods built on it (all end in `sgem.final.run_final`, like SGEM):
 
 * DARTS x K: one cell searched on the whole training mixture, used for all K experts, on a
   random cluster split (`random_partition`, the split Random-MoE uses);

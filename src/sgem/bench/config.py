@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..moe.final_length import FINAL_LENGTHS
+from ..final.protocol import FINAL_LENGTHS
 from ..run.runconfig import load_config
 
 #: The repository's run configs of the benchmarks (the scripts run from a checkout).

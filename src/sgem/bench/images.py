@@ -18,7 +18,7 @@ from ..baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
 from ..baselines.decomposition import decomposition_settings
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
-from ..moe.expert_fit import steps_for_epochs
+from ..final.expert_fit import steps_for_epochs
 from ..moe.learnable_gate import train_learnable_gate_moe
 from ..run import experiment
 from ..search.config import SearchConfig

@@ -17,7 +17,7 @@ from ..baselines import BaselineSetup
 from ..baselines.base import cluster_moe_result, make_trainer
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
-from ..moe.final_length import ValidationLength, resolve_length
+from ..final.length import ValidationLength, resolve_length
 from ..search.config import SearchConfig
 from ..search.sgem import SearchResult
 from ..search.store import ObservationStore

@@ -11,29 +11,25 @@ from typing import Any
 
 from ..baselines.base import forecast_fields
 from ..data.task import ClusteredTask
+from ..final.protocol import FinalProtocol
+from ..final.stage import run_final
 from ..metrics import partition_match
-from ..run.experiment import finish_sgem
 from ..search.config import SearchConfig
 
 
 def sgem_row(
     task: ClusteredTask, cfg: dict[str, Any], seed: int, trainer: Any, found: Any, length: str
 ) -> dict[str, Any]:
-    """SGEM's final stage on a finished search (`finish_sgem`: the champion cell and the
+    """SGEM's final stage on a finished search (`sgem.final.run_final`: the champion cell and the
     second look where the config asks for them), as a table row."""
     search_cfg = SearchConfig.from_dict(cfg["search"])
     # what the search returned, before the final stage's choices (a replay starts here)
     searched = {"architectures": [a.key for a in found.architectures], "n_trained": found.n_trained}
-    final = finish_sgem(  # with length "validation": the finalists' second look first
-        task,
-        trainer,
-        found,
-        search_cfg,
-        seed,
-        final_epochs=cfg["final_epochs"],
-        final_length=length,
-        crps_samples=cfg["crps_samples"],
+    protocol = FinalProtocol.from_config(
+        search_cfg, length, cfg["final_epochs"], cfg["crps_samples"]
     )
+    # a tracked length: the champion cell and the finalists' second look where asked
+    final = run_final(task, trainer, found, None, protocol, seed=seed)
     found = final.search
     moe = final.report.to_json()
     names = task.meta["domain_names"]

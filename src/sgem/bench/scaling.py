@@ -39,7 +39,8 @@ def one_run(
     import numpy as np
     import torch
 
-    from ..moe.cluster_gated import train_final_moe
+    from ..final.protocol import FinalProtocol
+    from ..final.stage import run_final
     from ..run.pipeline import load_config
     from ..search.config import SearchConfig
     from ..search.sgem import SGEM
@@ -57,9 +58,10 @@ def one_run(
     found = search.fit(task)
     t_search = time.perf_counter() - t1
     t2 = time.perf_counter()
-    _, report = train_final_moe(
-        task, search.trainer_, found.assignment, found.architectures, search_cfg.final_steps, seed
-    )
+    protocol = FinalProtocol(search_cfg.final_steps)
+    report = run_final(
+        task, search.trainer_, found.assignment, found.architectures, protocol, seed=seed
+    ).report
     t_final = time.perf_counter() - t2
     rep = report.to_json()
     iter_s = sum(r["seconds"] for r in found.trace)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from ..errors import SgemUserError
+from ..final.protocol import FINAL_LENGTHS, parse_length
 from ..report.analysis import RunObservations, format_op_table, op_effects
 from .methods import BLOCKS, LABELS, MATCHED, REFERENCE, label
 from .stats import add_relative, paired, summarise
@@ -27,6 +28,9 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
     n_seeds = len(meta["seeds"])
     cfg = meta["config"]
     search, train = cfg["search"], cfg["search"]["train"]
+    name = cfg.get("final_length")  # several lengths in one table: none of them described
+    one = isinstance(name, str) and name in FINAL_LENGTHS
+    length, warm, refit = parse_length(name) if one else ("fixed", False, True)
     lines = [
         f"# Table ts_main ({meta['tag']}: {meta['scale']} scale, {n_seeds} seed(s): "
         f"{meta['seeds']})",
@@ -48,19 +52,19 @@ def markdown(summary: dict, meta: dict, comparisons: dict | None = None) -> str:
         + (
             " (length chosen on validation per network: tracked on the training samples up "
             "to 4x that, the best step count x (n_train + n_val) / n_train)"
-            if cfg.get("final_length") in ("validation", "validation-warm")
+            if length == "tracked" and refit
             else ""
         )
         + (
             ", or rather: each network early-stopped on validation and kept as it is (trained "
             "on the training samples only, no refit)"
-            if str(cfg.get("final_length")).endswith("-norefit")
+            if length == "tracked" and not refit
             else ""
         )
         + (
             "; every routed expert fine-tunes a global network of its cell (warm start, "
-            "`sgem.moe.warm_start`; K = 1 unchanged)"
-            if str(cfg.get("final_length")).startswith("validation-warm")
+            "`sgem.final.warm_start`; K = 1 unchanged)"
+            if warm
             else ""
         )
         + f". Device {meta['device']}, "

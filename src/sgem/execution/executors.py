@@ -52,7 +52,7 @@ from .jobs import (
 from .ray_executor import RayExecutor
 
 if TYPE_CHECKING:
-    from ..moe.expert_fit import ExpertFit, ExpertJob
+    from ..final.expert_fit import ExpertFit, ExpertJob
 
 
 def default_threads() -> int:
@@ -157,7 +157,7 @@ def _worker_init(
 
 def _worker_fit_expert(job: ExpertJob) -> ExpertFit:
     """Retrain one expert of the final MoE in a worker (`ProcessExecutor.fit_experts`)."""
-    from ..moe.expert_fit import fit_expert
+    from ..final.expert_fit import fit_expert
 
     assert _WORKER_RUNNER is not None
     trainer = _WORKER_RUNNER.trainer
@@ -294,7 +294,7 @@ class ProcessExecutor:
         futures = [pool.submit(_worker_fit_expert, job) for job in remote] if pool else []
         mine: ExpertFit | None = None
         if local is not None:
-            from ..moe.expert_fit import fit_expert
+            from ..final.expert_fit import fit_expert
 
             trainer = self._caller_runner().trainer
             with self._as_a_worker():  # the module itself: no weights to ship from here

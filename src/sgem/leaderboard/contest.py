@@ -70,7 +70,7 @@ class Contest:
     validation samples have one (for the calibration)."""
 
     report: dict
-    final: Any  # a MethodResult (sgem.run.experiment), not imported: it imports the final stage
+    final: Any  # a MethodResult (sgem.final.result), not imported: it imports the final stage
     validation: tuple[np.ndarray, np.ndarray] | None
     #: a combination to save with the MoE: (Combination, its info state, member arrays)
     combination: tuple | None = None

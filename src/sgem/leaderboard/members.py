@@ -28,8 +28,8 @@ from torch import nn
 
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
+from ..final.expert_fit import steps_for_epochs, train_val_tensors
 from ..moe.classical import ClassicalMember
-from ..moe.expert_fit import steps_for_epochs, train_val_tensors
 from ..space.arch import Arch
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer

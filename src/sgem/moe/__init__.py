@@ -1,7 +1,7 @@
 """The final Mixture-of-Experts built from a search result."""
 
+from ..final.expert_fit import steps_for_epochs
 from .cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
-from .expert_fit import steps_for_epochs
 from .learnable_gate import (
     GatedMoEReport,
     LearnableGatedMoE,

@@ -3,7 +3,8 @@
 Each cluster is routed to exactly one expert (the hard assignment the search returned); a
 test sample goes to the expert of its cluster (nearest training centroid). Every method of
 the benchmarks that routes by clusters (SGEM and the cluster-gated baselines) goes through
-`train_final_moe`, so they differ only in routing and architectures, never in training.
+`sgem.final.run_final` and so `train_final_moe`, so they differ only in routing and
+architectures, never in training.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
+from ..final.expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from ..final.length import ValidationLength, resolve_length
+from ..final.warm_start import global_starts, needs_warm_start
 from ..forecast import task_test_scores
 from ..random_streams import expert_seed
 from ..space.arch import Arch
 from ..train.trainer import Trainer
-from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
-from .final_length import ValidationLength, resolve_length
 from .reference import score_networks, warm_start_networks
 from .scoring import score_outputs
-from .warm_start import global_starts, needs_warm_start
 
 
 class ClusterGatedMoE(nn.Module):
@@ -142,17 +143,17 @@ def train_final_moe(
     not more passes).
 
     `length="validation"` (or a `ValidationLength`): each expert's length is chosen on
-    validation first (`sgem.moe.final_length`): trained on its region's training samples
+    validation first (`sgem.final.length`): trained on its region's training samples
     with the validation NLL of its region's validation samples tracked up to 4x the fixed
     length, the best step count scaled by (n_train + n_val) / n_train is what the expert
     then trains on train + validation (same seed as the fixed protocol). The report's
     `steps` are those lengths, `final_length` the tracking runs. An expert whose region has
     no training or no validation sample keeps the fixed length. `known_lengths[k]`: expert
-    k's tracking run was already made (the finalists' second look, `sgem.search.final_check`,
+    k's tracking run was already made (the finalists' second look, `sgem.final.check`,
     same architecture, region and seed), so it is retrained for that length directly.
 
     `length="validation-warm"`: the same, with every expert fine-tuning a global network of
-    its cell (`sgem.moe.warm_start`); `starts` are global networks already trained (by the
+    its cell (`sgem.final.warm_start`); `starts` are global networks already trained (by the
     second look), any missing cell's is trained here.
 
     Forecasting tasks also get MASE and wQL in original units (`report.forecast`,

@@ -26,6 +26,9 @@ import torch
 
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
+from ..final.expert_fit import steps_for_epochs
+from ..final.length import resolve_length
+from ..final.warm_start import needs_warm_start
 from ..random_streams import expert_seed
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
@@ -39,10 +42,7 @@ from .calibration import (
     support_of,
     t_quantiles,
 )
-from .expert_fit import steps_for_epochs
-from .final_length import resolve_length
 from .scoring import in_target_units
-from .warm_start import needs_warm_start
 
 #: the central interval the card reports
 CARD_LEVEL = 0.8

@@ -2,7 +2,7 @@
 the same test samples as the MoE.
 
 Why: the question every user of a routed model asks is what the experts' specialisation
-bought over one network of the same kind. With warm starts (`sgem.moe.warm_start`) those
+bought over one network of the same kind. With warm starts (`sgem.final.warm_start`) those
 networks exist already (each expert fine-tuned its cell's global network), so scoring them
 is free; on tabular tasks training them is cheap, so `sgem run` / `sgem fit` train them
 under the final protocol's length rule. They are never used for a choice: test is still
@@ -20,11 +20,11 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..execution.jobs import job_seed
+from ..final.expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from ..final.length import resolve_length
 from ..space.arch import Arch
 from ..space.tabular import TabularSpace
 from ..train.trainer import Trainer
-from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
-from .final_length import resolve_length
 from .scoring import score_outputs
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ import numpy as np
 from ..atomic import write_atomic
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
+from ..final.protocol import FinalProtocol
 from ..random_streams import Stream, stream_rng
 from ..search.config import SearchConfig
 
@@ -54,6 +55,17 @@ def tail_seconds(budget: float) -> float:
     """What a fit needs after its last training (scoring the holdout, saving the model,
     figures, result.json): kept free of training by the fence (`sgem.train.time_fence`)."""
     return 2.0 + 0.01 * float(budget)
+
+
+def _protocol(cfg: SearchConfig, final_length: str | FinalProtocol) -> FinalProtocol:
+    """The final protocol being priced: `final_length` (a config name or a protocol) with
+    `cfg`'s steps and champion cells. Pricing reads the length rule from it; the sizes
+    (experts, steps, champion cells) from `cfg`, which `plan_final` keeps in step with it."""
+    if isinstance(final_length, FinalProtocol):
+        return final_length
+    return FinalProtocol.from_name(
+        final_length, max(1, cfg.final_steps), champion_cells=cfg.champion_cells
+    )
 
 
 def minimum_seconds(cfg: SearchConfig, candidate_seconds: float, data_ratio: float) -> float:
@@ -101,7 +113,7 @@ def pilot_seconds(task: ClusteredTask, trainer, space, seed: int, repeats: int =
 
 def final_units(
     cfg: SearchConfig,
-    final_length: str,
+    final_length: str | FinalProtocol,
     data_ratio: float,
     retrain_units: float | None = None,
     references: bool = False,
@@ -112,27 +124,24 @@ def final_units(
     every expert when it is set in epochs (else from `final_steps`); `references`: one
     network of each expert's cell is also trained on every cluster with the final protocol
     (`sgem.moe.reference`: tables without warm starts)."""
-    from ..moe.final_length import (  # torch: only when planning
-        PLANNING_FACTOR,
-        TRACKING_FACTOR,
-        resolve_length,
-    )
+    from ..final.length import PLANNING_FACTOR, TRACKING_FACTOR  # torch: only when planning
+
+    protocol = _protocol(cfg, final_length)
 
     k = cfg.n_experts
     per_network = cfg.final_steps / cfg.train.steps  # a final network, in candidate trainings
     retrain = retrain_units if retrain_units is not None else k * per_network
     if retrain_units is None:
         retrain *= max(1.0, data_ratio / k)
-    rule = resolve_length(final_length)
-    warm = rule is not None and rule.warm_start
+    warm = protocol.warm_start
     # a validation-chosen network: its tracking run, and the refit unless it is kept as is
-    chosen = PLANNING_FACTOR if rule is None or rule.refit else TRACKING_FACTOR
+    chosen = PLANNING_FACTOR if protocol.refit else TRACKING_FACTOR
     # a reference network sees every cluster: k of them cost k retrains of all the data
     reference = 0.0
     if references and not warm:
         every = retrain_units if retrain_units is not None else per_network * data_ratio
-        reference = k * every * (1.0 if rule is None else chosen)
-    if rule is None:
+        reference = k * every * (chosen if protocol.tracked else 1.0)
+    if not protocol.tracked:
         return retrain + reference
     champion = warm and cfg.champion_cells > 0
     # tracking runs beyond one per expert: the second look's (partition, cell) pairs, and
@@ -148,39 +157,41 @@ def final_units(
 
 def plan_final(
     cfg: SearchConfig,
-    final_length: str,
+    final_length: str | FinalProtocol,
     seconds: float,
     candidate_seconds: float,
     data_ratio: float,
     retrain_units: float | None = None,
     references: bool = False,
-) -> tuple[SearchConfig, str, list[str], float]:
+) -> tuple[SearchConfig, FinalProtocol, list[str], float]:
     """The final stage made cheap enough for `FINAL_SHARE` of `seconds`: (config, final
-    length, what was given up, its cost in candidate trainings). Steps, cheapest loss
+    protocol, what was given up, its cost in candidate trainings). Steps, cheapest loss
     first: no champion cell, experts trained from scratch, a fixed length, fewer steps."""
     t = max(candidate_seconds, 1e-4)
     allowed = FINAL_SHARE * seconds / t
     reduced: list[str] = []
+    protocol = _protocol(cfg, final_length)
 
     def cost() -> float:
-        return final_units(cfg, final_length, data_ratio, retrain_units, references)
+        return final_units(cfg, protocol, data_ratio, retrain_units, references)
 
-    warm = final_length.startswith("validation-warm")
-    if cost() > allowed and warm and cfg.champion_cells > 0:
+    if cost() > allowed and protocol.warm_start and cfg.champion_cells > 0:
         cfg = dataclasses.replace(cfg, champion_cells=0)
+        protocol = protocol.replace(champion_cells=0)
         reduced.append("no champion cell (search.champion_cells: 0)")
-    if cost() > allowed and warm:
-        final_length = final_length.replace("validation-warm", "validation")
-        reduced.append(f"final experts trained from scratch (final_length: {final_length})")
-    if cost() > allowed and final_length.startswith("validation"):
-        final_length = "fixed"
+    if cost() > allowed and protocol.warm_start:
+        protocol = protocol.replace(warm_start=False)
+        reduced.append(f"final experts trained from scratch (final_length: {protocol.length_name})")
+    if cost() > allowed and protocol.tracked:
+        protocol = protocol.replace(length="fixed", refit=True)
         reduced.append(f"a fixed final length of {cfg.final_steps} steps (final_length: fixed)")
     if cost() > allowed and retrain_units is None:
         fraction = max(MIN_STEP_FRACTION, allowed / cost())
         steps = max(1, int(cfg.final_steps * fraction))
         cfg = dataclasses.replace(cfg, final_steps=steps)
+        protocol = protocol.replace(final_steps=steps)
         reduced.append(f"final experts trained {steps} steps (search.final_steps)")
-    return cfg, final_length, reduced, cost()
+    return cfg, protocol, reduced, cost()
 
 
 def plan_search(
@@ -201,12 +212,12 @@ def plan_search(
     the leaderboard trains two global networks twice (`sgem.leaderboard`)."""
     full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
     configured = cfg
-    cfg, length, reduced, units = plan_final(
+    cfg, protocol, reduced, units = plan_final(
         cfg, final_length, seconds, candidate_seconds, data_ratio, retrain_units, references
     )
     k = cfg.n_experts
     t = max(candidate_seconds, 1e-4)
-    rule_refits = "norefit" not in length
+    rule_refits = protocol.refit
     after_units = 0.0
     per_network = cfg.final_steps / cfg.train.steps
     if after_final and rule_refits:  # calibration: a train-only network per expert
@@ -249,7 +260,7 @@ def plan_search(
         **changes,
     }
     if reduced:
-        plan["final_length"] = length
+        plan["final_length"] = protocol.length_name
         plan["reduced"] = reduced
         # a budget that would have kept the configured final stage (and a minimal search)
         plan["full_final_stage_needs_seconds"] = round(full_units * t / FINAL_SHARE, 1)

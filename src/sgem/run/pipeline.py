@@ -24,6 +24,9 @@ from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..execution.executors import make_executor, resolve_executor
 from ..execution.progress import shown
+from ..final.protocol import FinalProtocol
+from ..final.result import drop_empty_experts
+from ..final.stage import run_final
 from ..leaderboard import compete
 from ..moe.artifact import save_final_moe
 from ..moe.final_calibration import calibrate_final, target_units
@@ -35,7 +38,6 @@ from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
 from .budget import deadline, plan_run, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
-from .experiment import drop_empty_experts, finish_sgem
 from .run_result import (
     MODEL_DIR,
     model_metrics,
@@ -264,6 +266,13 @@ def _stages(
     if cfg.time_budget:
         with clock.timed("planning"):
             search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
+    # a time budget may have planned a cheaper final stage (budget.plan_final)
+    protocol = FinalProtocol.from_config(
+        search_cfg,
+        (plan or {}).get("final_length", cfg.final_length),
+        cfg.final_epochs,
+        cfg.crps_samples,  # forecasting tasks only
+    )
     search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener, device=device)
     try:
         # in-process executors are built by the search from its own trainer
@@ -285,21 +294,18 @@ def _stages(
                 found = search.fit(
                     task, store=store, executor=executor, resume=resume, deadline=deadline(plan)
                 )
-            # the final MoE: the finalists' second look with the final protocol, then the
-            # protocol every method shares (sgem.run.experiment.finish_sgem); a processes
-            # executor's warm workers make the tracking runs and retrain side by side
+            # the final MoE (sgem.final.run_final): the champion cell and the finalists'
+            # second look where the protocol asks, then the retrain every method shares; a
+            # processes executor's warm workers make the tracking runs and retrain side by side
             t0 = time.perf_counter()
             with shown(progress), clock.timed("final_stage"):  # after the EM bar
-                final = finish_sgem(
+                final = run_final(
                     task,
                     search.trainer_,
                     found,
-                    search_cfg,
-                    seed,
-                    final_epochs=cfg.final_epochs,
-                    # a time budget may have planned a cheaper one (budget.plan_final)
-                    final_length=(plan or {}).get("final_length", cfg.final_length),
-                    crps_samples=cfg.crps_samples,  # forecasting tasks only
+                    None,
+                    protocol,
+                    seed=seed,
                     executor=None if isinstance(executor, str) else executor,
                 )
             assert final.search is not None
@@ -316,10 +322,10 @@ def _stages(
                         search.trainer_,
                         found,
                         seed,
-                        steps=search_cfg.final_steps,
-                        epochs=cfg.final_epochs,
-                        length=(plan or {}).get("final_length", cfg.final_length),
-                        crps_samples=cfg.crps_samples,
+                        steps=protocol.final_steps,
+                        epochs=protocol.final_epochs,
+                        length=protocol.length_name,
+                        crps_samples=protocol.crps_samples,
                         executor=None if isinstance(executor, str) else executor,
                     )
             reference_seconds = time.perf_counter() - t_ref
@@ -336,17 +342,17 @@ def _stages(
         timing["reference_networks"] = reference_seconds
     if check_seconds:
         timing["final_check"] = check_seconds
-    length = (plan or {}).get("final_length", cfg.final_length)
+    length = protocol.length_name
     with clock.timed("leaderboard"):  # the references; the saved model (selective routing)
         contest = compete(
             task,
             search.trainer_,
             final,
             seed,
-            steps=search_cfg.final_steps,
+            steps=protocol.final_steps,
             length=length,
-            epochs=cfg.final_epochs,
-            crps_samples=cfg.crps_samples,
+            epochs=protocol.final_epochs,
+            crps_samples=protocol.crps_samples,
         )
     shipped = contest.final
     with clock.timed("calibration"):  # on out-of-sample validation predictions
@@ -356,7 +362,7 @@ def _stages(
             shipped,
             seed,
             length=length,
-            epochs=cfg.final_epochs,
+            epochs=protocol.final_epochs,
             validation=contest.validation,
         )
     timing["calibration"] = calibration.seconds

@@ -36,7 +36,7 @@ from ..data.timeseries import make_timeseries_task
 from ..data.toy import make_toy_task
 from ..data.user_tasks import BUILDERS
 from ..errors import SgemUserError
-from ..moe.final_length import FINAL_LENGTHS
+from ..final.protocol import FINAL_LENGTHS
 from ..presets import PRESET_NAMES, load_preset
 from ..search.config import SearchConfig
 from ..space.registry import build_space
@@ -66,7 +66,7 @@ class RunConfig:
     final_epochs: int | None = None  # final retrain in epochs (None: search.final_steps)
     # how long the final experts train: the configured length, or one chosen on validation
     # (early-stopped on the expert's region, then retrained on train + validation for as
-    # many passes, `sgem.moe.final_length`; AutoGluon's refit_full habit)
+    # many passes, `sgem.final.length`; AutoGluon's refit_full habit)
     final_length: str = "fixed"
     crps_samples: int = 100  # forecasting tasks: samples of the sample-based CRPS
     time_budget: float | None = None  # seconds for the whole run (None: no budget)

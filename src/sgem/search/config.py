@@ -70,7 +70,7 @@ class SearchConfig:
     # random architectures (besides the incumbents) every finalist region is trained with;
     # the winner then gets the rest of `refit_budget`
     finalist_budget: int = 4
-    # the finalists' second look (search.final_check), only when the final experts' length
+    # the finalists' second look (final.check), only when the final experts' length
     # is chosen on validation: the return rule's partition and the next
     # `final_check_partitions - 1` contenders (the geometry split first), each region with
     # its `final_check_archs` best candidate architectures, judged by the final protocol's
@@ -80,7 +80,7 @@ class SearchConfig:
     final_check_partitions: int = 0
     final_check_archs: int = 2
     # with warm-started final experts (final_length: validation-warm): a champion cell, the
-    # best of this many random cells trained on every cluster (search.champion), is offered
+    # best of this many random cells trained on every cluster (final.champion), is offered
     # to every expert beside its own cell; each keeps the one whose warm tracking run scores
     # the lower validation NLL on its region (0: off). Why: under warm starts an expert's
     # cell is first a global network, and cells ranked by training from scratch on a region

@@ -14,7 +14,7 @@ last decision is made with that very protocol:
 2. for every contender's region, its `final_check_archs` architectures of lowest validation
    loss among the candidate trainings on exactly that region;
 3. each (architecture, region) gets the final protocol's tracking run (trained on the
-   region's training samples, validation NLL tracked, early stopping; `moe.final_length`),
+   region's training samples, validation NLL tracked, early stopping; `final.length`),
    with the seed its final expert would have;
 4. the contender with the lowest total validation NLL (each region at its best
    architecture) wins, with those architectures; its tracking runs are handed to the final
@@ -37,14 +37,14 @@ from typing import Any
 import numpy as np
 
 from ..data.task import ClusteredTask
-from ..moe.expert_fit import ExpertJob, WarmStart, fit_expert_jobs
-from ..moe.final_length import ValidationLength
-from ..moe.warm_start import global_starts, needs_warm_start
+from ..final.expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from ..final.length import ValidationLength
+from ..final.warm_start import global_starts, needs_warm_start
 from ..random_streams import expert_seed
+from ..search.selection import canonical_partition, ranked_on_region
+from ..search.store import ObservationStore
 from ..space.arch import Arch
 from ..train.trainer import Trainer
-from .selection import canonical_partition, ranked_on_region
-from .store import ObservationStore
 
 
 @dataclass
@@ -124,7 +124,7 @@ def final_check(
             archs = ranked_architectures(store, region, val_sizes, n_archs)
             if p == 0 and archs0[k] not in archs:  # the return rule's own pick always runs
                 archs = [archs0[k], *archs][:n_archs]
-            # e.g. the champion cell (`search.champion`): offered to every region
+            # e.g. the champion cell (`final.champion`): offered to every region
             candidates[(p, k)] = list(dict.fromkeys([*archs, *extra_cells]))
     starts: dict[str, WarmStart] | None = None
     if rule.warm_start:  # the tracking runs fine-tune each cell's global network

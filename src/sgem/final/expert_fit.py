@@ -2,7 +2,7 @@
 
 Every network of a cluster-gated MoE's final protocol goes through `fit_expert`: an expert
 on its region, the finalists' second look (its tracking runs only), and the global networks
-that warm-started experts fine-tune (`sgem.moe.warm_start`). `fit_expert_jobs` runs a list
+that warm-started experts fine-tune (`sgem.final.warm_start`). `fit_expert_jobs` runs a list
 of them side by side on a processes executor's workers, or here, with the same numbers.
 """
 
@@ -19,7 +19,7 @@ from ..data.task import ClusteredTask
 from ..execution.progress import stage_bar
 from ..space.arch import Arch
 from ..train.trainer import Trainer
-from .final_length import LengthChoice, ValidationLength, expert_length
+from .length import LengthChoice, ValidationLength, expert_length
 
 
 def steps_for_epochs(n_samples: int, epochs: float, batch_size: int | None) -> int:

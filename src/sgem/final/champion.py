@@ -1,6 +1,6 @@
 """The champion cell: the best of a few random cells trained on every cluster.
 
-Under warm starts (`sgem.moe.warm_start`) every expert fine-tunes a global network of its
+Under warm starts (`sgem.final.warm_start`) every expert fine-tunes a global network of its
 cell, so a cell is first judged by how good a network of ALL the data it makes. The
 search's per-region cells are ranked by training from scratch on their region, which says
 little about that; the champion is offered to every expert beside its own cell in the

@@ -10,7 +10,7 @@ regions share and still lets each expert own its clusters.
 The protocol (`final_length: validation-warm`), per distinct cell among the experts:
 
 1. the global network: the cell trained on ALL clusters with its length chosen on all
-   validation samples (`moe.final_length`, the same tracking run as an expert's), its
+   validation samples (`final.length`, the same tracking run as an expert's), its
    weights at that length kept (`track_state`), then refitted on train + validation
    (`refit_state`);
 2. each expert's tracking run fine-tunes `track_state` on its region's training samples,
@@ -36,7 +36,7 @@ from ..execution.jobs import job_seed
 from ..space.arch import Arch
 from ..train.trainer import Trainer
 from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
-from .final_length import ValidationLength
+from .length import ValidationLength
 
 
 def global_starts(

@@ -18,7 +18,7 @@ function); `expert_length` drives it for a cell expert with the `Trainer`'s own 
 order), so a tracked expert trains step for step like `Trainer.fit`; `adam_length` does
 the same for the direct forecasters' Adam loop (`sgem.baselines.base.fit_network`).
 
-`"validation-warm"` does the same with warm starts (`sgem.moe.warm_start`): a global
+`"validation-warm"` does the same with warm starts (`sgem.final.warm_start`): a global
 network of each cell is trained first (its length chosen the same way on all clusters), and
 each expert's tracking run fine-tunes that network's best state on its region, scored once
 before the first step too, so "no fine-tuning" (0 steps) is a possible choice; the refit
@@ -51,20 +51,14 @@ from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
+from .protocol import FINAL_LENGTHS, FinalProtocol, parse_length
 
-FINAL_LENGTHS = (
-    "fixed",
-    "validation",
-    "validation-warm",
-    "validation-norefit",
-    "validation-warm-norefit",
-)
 #: what a validation-chosen final training costs, in units of the fixed one, for planning a
 #: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
 #: and the refit on train + validation is the chosen length scaled by the data ratio
 PLANNING_FACTOR = 3.5
 #: the tracking run's share of that (the rest is the refit): what each further tracking run
-#: of the finalists' second look (`sgem.search.final_check`) costs per expert
+#: of the finalists' second look (`sgem.final.check`) costs per expert
 TRACKING_FACTOR = 2.3
 
 
@@ -80,7 +74,7 @@ class ValidationLength:
         scale_to_data: retrain for best_step x (n_train + n_val) / n_train steps (AutoGluon
             refit_full); False: exactly best_step.
         warm_start: every expert of a cluster-gated MoE fine-tunes a global network of its
-            cell instead of starting from scratch (`sgem.moe.warm_start`).
+            cell instead of starting from scratch (`sgem.final.warm_start`).
         refit: retrain on train + validation for the chosen length (step 3); False: keep
             the tracking run's network at its best step.
     """
@@ -116,6 +110,13 @@ class ValidationLength:
         return max(1, round(best_step * (n_train + n_val) / n_train))
 
 
+def tracking_rule(protocol: FinalProtocol) -> ValidationLength | None:
+    """The tracking rule of a final protocol (None: a fixed length)."""
+    if not protocol.tracked:
+        return None
+    return ValidationLength(warm_start=protocol.warm_start, refit=protocol.refit)
+
+
 def resolve_length(length: str | ValidationLength | None) -> ValidationLength | None:
     """None for the fixed protocol ("fixed" or None), else the validation rule."""
     if length is None or (isinstance(length, str) and length == "fixed"):
@@ -123,7 +124,8 @@ def resolve_length(length: str | ValidationLength | None) -> ValidationLength | 
     if isinstance(length, ValidationLength):
         return length
     if isinstance(length, str) and length in FINAL_LENGTHS:
-        return ValidationLength(warm_start="-warm" in length, refit=not length.endswith("-norefit"))
+        _, warm, refit = parse_length(length)
+        return ValidationLength(warm_start=warm, refit=refit)
     raise ValueError(
         f"unknown final length {length!r}: use one of {list(FINAL_LENGTHS)} or a "
         "ValidationLength(...)"
