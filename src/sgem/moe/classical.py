@@ -41,9 +41,7 @@ class ClassicalMember:
     def from_state(cls, state: dict) -> ClassicalMember:
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise ValueError(f"a classical member's state must be {{'format': '{FORMAT}', ...}}")
-        return cls(
-            str(state.get("name")), state.get("spread", 1.0), state.get("df", NORMAL_DF)
-        )
+        return cls(str(state.get("name")), state.get("spread", 1.0), state.get("df", NORMAL_DF))
 
     def state(self) -> dict:
         return {"format": FORMAT, "name": self.name, "spread": self.spread, "df": self.df}
