@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import os
 import platform
 import subprocess
@@ -86,6 +87,7 @@ FITS = [
 
 def run_fit(name: str, data: Path, budget: float, executor: str, flags: list[str], runs: Path):
     out = runs / name
+    shutil.rmtree(out, ignore_errors=True)  # a fresh fit: a finished run would be reused
     cmd = [
         "sgem",
         "fit",
