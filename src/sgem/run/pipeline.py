@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -132,19 +133,8 @@ def run_config(
     task = build_task(cfg)
     rundir.prepare({"run": run_dict, "versions": versions()})
     with rundir.lock():
-        return _execute(
-            cfg,
-            config_fingerprint(run_dict),
-            rundir,
-            progress,
-            False,
-            executor,
-            workers,
-            ray_address,
-            gpus_per_task,
-            task,
-            started,
-        )
+        execution = Execution(progress, executor, workers, ray_address, gpus_per_task)
+        return _execute(cfg, config_fingerprint(run_dict), rundir, execution, False, task, started)
 
 
 def resume_experiment(
@@ -166,30 +156,27 @@ def resume_experiment(
     cfg = validate_run(run_dict, executor, workers)
     with rundir.lock():
         recover_dir(rundir.file(MODEL_DIR))  # what a kill inside the model's save left
-        return _execute(
-            cfg,
-            config_fingerprint(run_dict),
-            rundir,
-            progress,
-            True,
-            executor,
-            workers,
-            ray_address,
-            gpus_per_task,
-            started=started,
-        )
+        execution = Execution(progress, executor, workers, ray_address, gpus_per_task)
+        return _execute(cfg, config_fingerprint(run_dict), rundir, execution, True, started=started)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where and how a run trains (the command line's flags), as `_execute` passes them on."""
+
+    progress: bool
+    executor: str
+    workers: int
+    ray_address: str | None
+    gpus_per_task: float = 0.0
 
 
 def _execute(
     cfg: RunConfig,
     fingerprint: str,
     rundir: RunDirectory,
-    progress: bool,
+    execution: Execution,
     resume: bool,
-    executor_kind: str,
-    workers: int,
-    ray_address: str | None,
-    gpus_per_task: float = 0.0,
     task: ClusteredTask | None = None,
     started: float | None = None,
 ) -> dict:
@@ -200,26 +187,18 @@ def _execute(
     the tail (scoring, saving, figures) its time; a resumed run continues with the seconds
     its clock (`sgem.run.budget_clock`) has left."""
     clock = BudgetClock(
-        rundir.file(CLOCK_FILE), cfg.time_budget, started=started, resume=resume, heartbeat=progress
+        rundir.file(CLOCK_FILE),
+        cfg.time_budget,
+        started=started,
+        resume=resume,
+        heartbeat=execution.progress,
     )
     fence_at = None
     if cfg.time_budget:
         fence_at = clock.wall_time_at(cfg.time_budget - tail_seconds(cfg.time_budget))
     try:
         with training_fence(fence_at):
-            return _stages(
-                cfg,
-                fingerprint,
-                rundir,
-                progress,
-                resume,
-                executor_kind,
-                workers,
-                ray_address,
-                gpus_per_task,
-                task,
-                clock,
-            )
+            return _stages(cfg, fingerprint, rundir, execution, resume, task, clock)
     finally:
         clock.close()
 
@@ -228,16 +207,13 @@ def _stages(
     cfg: RunConfig,
     fingerprint: str,
     rundir: RunDirectory,
-    progress: bool,
+    execution: Execution,
     resume: bool,
-    executor_kind: str,
-    workers: int,
-    ray_address: str | None,
-    gpus_per_task: float,
     task: ClusteredTask | None,
     clock: BudgetClock,
 ) -> dict:
     """The stages of `_execute`, each timed on `clock`."""
+    progress = execution.progress
     start = clock.started
     assert cfg.seed is not None  # validate_run requires it
     seed = cfg.seed
@@ -261,7 +237,7 @@ def _stages(
             rundir.rewrite_trace(payload["trace"])
 
     device = str(resolve_device(cfg.device))
-    executor_kind = resolve_executor(executor_kind, device)
+    executor_kind = resolve_executor(execution.executor, device)
     plan = None
     if cfg.time_budget:
         with clock.timed("planning"):
@@ -284,9 +260,9 @@ def _stages(
                 task,
                 space,
                 search_cfg.train,
-                workers=workers,
-                address=ray_address,
-                num_gpus=gpus_per_task,
+                workers=execution.workers,
+                address=execution.ray_address,
+                num_gpus=execution.gpus_per_task,
             )
         )
         try:
