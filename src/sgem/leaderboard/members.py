@@ -29,7 +29,7 @@ from torch import nn
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
 from ..final.expert_fit import steps_for_epochs, train_val_tensors
-from ..moe.classical import ClassicalMember
+from ..moe.classical import ClassicalMember, Stopped
 from ..space.arch import Arch
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
@@ -223,10 +223,14 @@ def classical_members(task: ClusteredTask) -> list[Member]:
             continue
         start = time.perf_counter()
         ref = ClassicalMember(name)
-        val, test = (
-            _classical(ref, task, part, horizon, season)
-            for part, season in zip(("val", "test"), seasons, strict=True)
-        )
+        try:  # local fits stop at the budget's fence (a member cut short is not scored)
+            val, test = (
+                _classical(ref, task, part, horizon, season, stop=fence_passed)
+                for part, season in zip(("val", "test"), seasons, strict=True)
+            )
+        except Stopped:
+            members.append(Member(name, "classical", None, None, note="skipped: budget ended"))
+            continue
         tuned = ref.fit_tails(val, task.val.y)  # spread and tails from validation
         val, test = (tuned.outputs(o[..., 0], o[..., 1]) for o in (val, test))
         note = f"interval width x{tuned.spread:.2f}, Student-t df {tuned.df:g} (on validation)"
@@ -290,6 +294,7 @@ def _classical(
     horizon: int,
     season: np.ndarray,
     index: np.ndarray | None = None,
+    stop=None,
 ) -> np.ndarray:
     """A classical member's outputs (model units) on every window of split `part` (or its
     windows `index`), fitted on the series' whole history up to the window's end where the
@@ -299,9 +304,9 @@ def _classical(
     histories, scale = _histories(task, part)
     rows = np.arange(len(split.y)) if index is None else np.asarray(index)
     if histories is None:
-        loc, spread = ref.forecast(list(_x(split)[rows]), horizon, season)
+        loc, spread = ref.forecast(list(_x(split)[rows]), horizon, season, stop)
     else:
-        loc, spread = ref.forecast([histories[i] for i in rows], horizon, season)
+        loc, spread = ref.forecast([histories[i] for i in rows], horizon, season, stop)
         loc, spread = loc / scale[rows, None], spread / scale[rows, None]
     return np.stack([loc, spread, np.full_like(loc, NORMAL_DF)], -1)
 

@@ -12,7 +12,7 @@ forecast of the same history, so every series gets a forecast.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -21,6 +21,10 @@ FORMAT = "sgem.classical/1"
 NORMAL_DF = 1000.0
 #: the statsforecast models a combination can hold
 NAMES = ("AutoETS", "AutoTheta")
+
+
+class Stopped(RuntimeError):
+    """A classical member's fits stopped by the caller's `stop` (a time budget's fence)."""
 
 
 class ClassicalMember:
@@ -65,10 +69,15 @@ class ClassicalMember:
         return model(season_length=max(int(season), 1))
 
     def forecast(
-        self, histories: Sequence[np.ndarray], horizon: int, season: int | Sequence[int]
+        self,
+        histories: Sequence[np.ndarray],
+        horizon: int,
+        season: int | Sequence[int],
+        stop: Callable[[], bool] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(loc, Normal scale), each (n, horizon), in the histories' units. A season of 0
-        is chosen per history from its autocorrelation (`choose_seasons`)."""
+        is chosen per history from its autocorrelation (`choose_seasons`). `stop` (asked
+        before every series) raises `Stopped` once it says so: a time budget's fence."""
         from ..baselines.naive import MIN_SPREAD
         from ..baselines.seasonal_naive import choose_seasons
         from ..baselines.statistical import diverged, normal_from_interval
@@ -80,6 +89,8 @@ class ClassicalMember:
         loc = np.empty((len(histories), horizon))
         scale = np.empty_like(loc)
         for i, (history, s) in enumerate(zip(histories, seasons.tolist(), strict=True)):
+            if stop is not None and stop():
+                raise Stopped(f"{self.name} stopped after {i} of {len(histories)} series")
             x = np.asarray(history, dtype=np.float64)
             x = x[np.isfinite(x)]
             fallback = _naive(x, horizon, int(s))
@@ -117,4 +128,4 @@ def season_of(meta: dict | None) -> int:
     return seasonality(freq) if freq else 0
 
 
-__all__ = ["FORMAT", "NAMES", "ClassicalMember", "season_of"]
+__all__ = ["FORMAT", "NAMES", "ClassicalMember", "Stopped", "season_of"]
