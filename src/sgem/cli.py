@@ -273,15 +273,21 @@ def _fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _predict(args: argparse.Namespace) -> int:
+def _quantiles(text: str) -> tuple[float, ...]:
+    """`--quantiles` as numbers (their range is checked where they are used)."""
     from .errors import SgemUserError
+
+    try:
+        return tuple(float(q) for q in text.split(","))
+    except ValueError as exc:
+        raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
+
+
+def _predict(args: argparse.Namespace) -> int:
     from .moe.model import load
     from .run.predict_io import predict_file, write_table
 
-    try:
-        quantiles = tuple(float(q) for q in args.quantiles.split(","))
-    except ValueError as exc:
-        raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
+    quantiles = _quantiles(args.quantiles)
     model = load(args.model)
     frame = predict_file(model, args.input, quantiles=quantiles)
     path = write_table(frame, args.out)
@@ -313,13 +319,9 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .errors import SgemUserError
     from .moe.model import load
 
-    try:
-        quantiles = tuple(float(q) for q in args.quantiles.split(","))
-    except ValueError as exc:
-        raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
+    quantiles = _quantiles(args.quantiles)
     print(load(args.model).export_onnx(args.out, quantiles=quantiles).describe())
     return 0
 

@@ -39,19 +39,10 @@ ROUNDS = 25
 def greedy_ensemble(
     outs: list[np.ndarray], y: np.ndarray, loss: str, rounds: int = ROUNDS
 ) -> np.ndarray:
-    """Caruana's greedy selection with replacement on validation: the weights (sum 1)."""
+    """Caruana's greedy selection with replacement on validation: the weights (sum 1) of
+    the mixture of the members' predictive distributions with the lowest NLL."""
     logs = np.stack([log_density(o, y, loss) for o in outs])
-    counts = np.zeros(len(outs))
-    for _ in range(rounds):
-        best, best_j = math.inf, 0
-        for j in range(len(outs)):
-            trial = counts.copy()
-            trial[j] += 1
-            nll = -float(mixed_log_density(logs, trial).mean())
-            if nll < best - 1e-12:
-                best, best_j = nll, j
-        counts[best_j] += 1
-    return counts / counts.sum()
+    return _greedy(len(outs), lambda w: -float(mixed_log_density(logs, w).mean()), rounds)
 
 
 def greedy_quantile_ensemble(
@@ -59,25 +50,30 @@ def greedy_quantile_ensemble(
 ) -> np.ndarray:
     """Caruana's greedy selection for forecasters: the weights (sum 1) whose average of the
     members' quantiles has the lowest mean quantile loss (the wQL's levels) on validation."""
-    qs = member_quantiles_stack(outs)
+    qs = np.stack([member_quantiles(o, WQL_GRID) for o in outs])
     y = np.asarray(y, dtype=np.float64)
-    counts = np.zeros(len(outs))
+
+    def loss_of(w: np.ndarray) -> float:
+        avg = np.tensordot(w / w.sum(), qs, axes=1)
+        return float(quantile_loss(dict(zip(WQL_GRID, avg, strict=True)), y).mean())
+
+    return _greedy(len(outs), loss_of, rounds)
+
+
+def _greedy(n: int, loss_of, rounds: int) -> np.ndarray:
+    """Greedy selection with replacement: `rounds` times add the member whose extra count
+    lowers `loss_of(counts)` most; the weights are the counts' shares."""
+    counts = np.zeros(n)
     for _ in range(rounds):
         best, best_j = math.inf, 0
-        for j in range(len(outs)):
+        for j in range(n):
             trial = counts.copy()
             trial[j] += 1
-            avg = np.tensordot(trial / trial.sum(), qs, axes=1)
-            loss = float(quantile_loss(dict(zip(WQL_GRID, avg, strict=True)), y).mean())
+            loss = loss_of(trial)
             if loss < best - 1e-12:
                 best, best_j = loss, j
         counts[best_j] += 1
     return counts / counts.sum()
-
-
-def member_quantiles_stack(outs: list[np.ndarray]) -> np.ndarray:
-    """(members, levels, ...) quantiles of every member on the wQL's levels."""
-    return np.stack([member_quantiles(o, WQL_GRID) for o in outs])
 
 
 def scores(out: np.ndarray, split: Split, task: ClusteredTask, seed: int, crps_samples: int):

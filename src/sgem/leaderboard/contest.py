@@ -175,9 +175,9 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
     """The combination of the selective-routing MoE with the members that greedy ensemble
     selection picks on validation (tables: the scikit-learn models; series: AutoETS and
     AutoTheta, refitted per series at forecast time), kept only where it beats the MoE alone
-    there by `COMBINE_MARGIN_SE` standard errors of the paired per-sample log density; a
-    forecaster's weights are shrunk toward equal (`SHRINK_TO_EQUAL`) and always saved (the weights
-    are fit on those same samples, so a small gain is not trusted). Returns ((Combination,
+    there by `COMBINE_MARGIN_SE` standard errors of the paired per-sample log density (the
+    weights are fit on those same samples, so a small gain is not trusted); a forecaster's
+    weights are shrunk toward equal (`SHRINK_TO_EQUAL`) and always saved. Returns ((Combination,
     state, arrays, holdout scores), its leaderboard row), or (None, None)."""
     from ..moe.classical import season_of
     from ..moe.combination import Combination
@@ -209,13 +209,13 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         return None, None
     used = [i for i in range(1, len(outs)) if weights[i] > 0]
     w = np.asarray([weights[0], *[weights[i] for i in used]])
+    chosen = [outs[i] for i in (0, *used)]
     if forecasting:  # per window: the MoE's quantile loss minus the combination's
-        chosen = [outs[i] for i in (0, *used)]
-        gain = quantile_loss(
-            dict(zip(WQL_GRID, member_quantiles(outs[0], WQL_GRID), strict=True)), y_val
-        ) - quantile_loss(averaged_quantiles(chosen, w, WQL_GRID), y_val)
+        combined = averaged_quantiles(chosen, w, WQL_GRID)
+        moe_alone = dict(zip(WQL_GRID, member_quantiles(outs[0], WQL_GRID), strict=True))
+        gain = quantile_loss(moe_alone, y_val) - quantile_loss(combined, y_val)
     else:
-        logs = np.stack([log_density(outs[i], y_val, task.loss) for i in (0, *used)])
+        logs = np.stack([log_density(o, y_val, task.loss) for o in chosen])
         gain = mixed_log_density(logs, w) - mixed_log_density(logs[:1], np.ones(1))
     se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
     if not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
@@ -225,10 +225,8 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         (m.classical.state(), {}) if m.classical is not None else export(m.estimator)
         for m in members
     ]
-    spread = 1.0
-    if forecasting:  # the combined 80 % interval covers 80 % of the validation steps
-        chosen_q = averaged_quantiles([outs[i] for i in (0, *used)], w, (0.1, 0.5, 0.9))
-        spread = conformal_spread(chosen_q, y_val)
+    # a forecaster's combined 80 % interval is made to cover 80 % of the validation steps
+    spread = conformal_spread(combined, y_val) if forecasting else 1.0
     combination, state, arrays = Combination.build(
         w,
         [m.name for m in members],
@@ -240,7 +238,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
     )
     test_outs = [ship_test, *[m.test for m in members]]
     holdout = combination.scores_of(test_outs, np.asarray(task.test.y))
-    validation = combination.scores_of([outs[i] for i in (0, *used)], y_val)
+    validation = combination.scores_of(chosen, y_val)
     row = {
         "model": "saved model (combination)",
         "kind": "sgem",

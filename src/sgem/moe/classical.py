@@ -62,11 +62,12 @@ class ClassicalMember:
         """(loc, scale, df) per step, (n, h, 3), with this member's spread and tails."""
         return np.stack([loc, scale * self.spread, np.full_like(loc, self.df)], -1)
 
-    def _model(self, season: int):
-        from statsforecast.models import AutoETS, AutoTheta
+    def _reference(self):
+        """The baselines' statsforecast reference of this name: one local fit per window
+        (`forecast_window`), the same model and interval-to-scale rule."""
+        from ..baselines.statistical import AutoETSReference, AutoThetaReference
 
-        model = {"AutoETS": AutoETS, "AutoTheta": AutoTheta}[self.name]
-        return model(season_length=max(int(season), 1))
+        return {"AutoETS": AutoETSReference, "AutoTheta": AutoThetaReference}[self.name]()
 
     def forecast(
         self,
@@ -80,7 +81,9 @@ class ClassicalMember:
         before every series) raises `Stopped` once it says so: a time budget's fence."""
         from ..baselines.naive import MIN_SPREAD
         from ..baselines.seasonal_naive import choose_seasons
-        from ..baselines.statistical import diverged, normal_from_interval
+        from ..baselines.statistical import diverged
+
+        reference = self._reference()
 
         seasons = np.broadcast_to(np.asarray(season, dtype=np.int64), (len(histories),)).copy()
         for i in np.flatnonzero(seasons == 0).tolist():
@@ -96,9 +99,7 @@ class ClassicalMember:
             fallback = _naive(x, horizon, int(s))
             try:
                 s_used = int(s) if len(x) >= 2 * int(s) + 2 else 1
-                out = self._model(s_used).forecast(y=x, h=horizon, level=[80])
-                mean = np.asarray(out["mean"], dtype=np.float64)
-                spread = normal_from_interval(mean, out["lo-80"], out["hi-80"])
+                mean, spread = reference.forecast_window(x, horizon, s_used)
                 spread = np.broadcast_to(spread, mean.shape)
             except Exception:  # a local fit that fails keeps the seasonal-naive forecast
                 mean, spread = fallback

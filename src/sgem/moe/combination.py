@@ -180,7 +180,7 @@ class Combination:
         forecaster averages the members' quantiles with the weights (quantile averaging,
         as the weights were chosen for the quantile loss); a regressor mixes densities."""
         if self.forecasting:
-            avg = averaged_quantiles(outs, self.weights, (*qs, 0.5))
+            avg = averaged_quantiles(outs, self.weights, tuple(dict.fromkeys((*qs, 0.5))))
             median = avg[0.5]
             return {float(q): median + self.interval_scale * (avg[float(q)] - median) for q in qs}
         return mixture_quantiles(outs, self.weights, qs)

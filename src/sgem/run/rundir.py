@@ -89,16 +89,21 @@ class RunDirectory:
     def is_complete(self) -> bool:
         return self.file(RESULT).exists()
 
-    def read_config(self) -> dict:
+    def _parsed(self, name: str, parse, what: str) -> dict:
+        """File `name` parsed into a mapping, or a RunDirectoryError naming it (ValueError:
+        not UTF-8 / not JSON; RecursionError: nested too deeply)."""
         try:
-            data = yaml.safe_load(self.file(CONFIG).read_text())
-        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
+            data = parse(self.file(name).read_text())
+        except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
             raise RunDirectoryError(
-                f"{self.file(CONFIG)} is unreadable or corrupt: {exc}; {_FIX}"
+                f"{self.file(name)} is unreadable or corrupt: {exc}; {_FIX}"
             ) from exc
         if not isinstance(data, dict):
-            raise RunDirectoryError(f"{self.file(CONFIG)} does not hold a run configuration")
+            raise RunDirectoryError(f"{self.file(name)} does not hold {what}; {_FIX}")
         return data
+
+    def read_config(self) -> dict:
+        return self._parsed(CONFIG, yaml.safe_load, "a run configuration")
 
     def prepare(self, config: dict) -> str:
         """Claim the directory for `config`. Returns "new" or "complete" (same config, done).
@@ -208,15 +213,7 @@ class RunDirectory:
         write_atomic(self.file(RESULT), json.dumps(result, default=_json_default, indent=2))
 
     def read_result(self) -> dict:
-        try:
-            result = json.loads(self.file(RESULT).read_text())
-        except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON / UTF-8
-            raise RunDirectoryError(
-                f"{self.file(RESULT)} is unreadable or corrupt: {exc}; {_FIX}"
-            ) from exc
-        if not isinstance(result, dict):
-            raise RunDirectoryError(f"{self.file(RESULT)} does not hold a run's result; {_FIX}")
-        return result
+        return self._parsed(RESULT, json.loads, "a run's result")
 
     def read_trace(self) -> list[dict]:
         """The trace's rows; a torn final line (a kill during its append) is skipped, a
