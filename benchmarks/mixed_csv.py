@@ -109,7 +109,7 @@ def api_search(train: Path, test: Path, seed: int) -> dict:
     import torch
 
     from sgem.data.build import build_task
-    from sgem.moe.cluster_gated import train_final_moe
+    from sgem.final.moe_fit import train_final_moe
     from sgem.run.pipeline import build_space, load_config
     from sgem.search import SGEM, SearchConfig
 

@@ -12,7 +12,7 @@ run's validation NLL, the TRACKED network's test NLL (trained on train only, so 
 and test are exchangeable for it), and the REFITTED network's test NLL.
 
 With --experts, the same one level down, for every expert of the method's partition (as
-`moe.cluster_gated.train_final_moe` trains it): the expert's tracking run (fine-tuning the
+`final.moe_fit.train_final_moe` trains it): the expert's tracking run (fine-tuning the
 global network's tracked state on the region's training windows, validation NLL on the
 region's validation windows) and the test NLL on the region's test windows of (a) that
 tracked expert, (b) the final expert (fine-tuning the global network REFITTED on train +
@@ -37,8 +37,8 @@ from sgem.bench.config import scale_defaults
 from sgem.bench.tasks import build_task
 from sgem.final.expert_fit import ExpertFit, ExpertJob, WarmStart, fit_expert
 from sgem.final.length import resolve_length
+from sgem.final.reference import score_networks
 from sgem.final.warm_start import global_starts
-from sgem.moe.reference import score_networks
 from sgem.random_streams import expert_seed
 from sgem.search.config import SearchConfig
 from sgem.space.arch import Arch

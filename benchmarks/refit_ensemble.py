@@ -29,8 +29,8 @@ from sgem.baselines.base import make_trainer
 from sgem.bench.methods import baseline_setup
 from sgem.bench.stats import window_bootstrap
 from sgem.bench.tasks import build_task
+from sgem.final.moe_fit import train_final_moe
 from sgem.forecast import split_params, student_t_nll
-from sgem.moe.cluster_gated import train_final_moe
 from sgem.run.pipeline import build_space
 from sgem.search.config import SearchConfig
 from sgem.space.arch import Arch

@@ -124,7 +124,7 @@ def raw_model(tmp_path_factory):
     space = TabularSpace(n_nodes=2)
     archs = [Arch(("linear", "rbf"), (0, 0)), Arch(("rbf", "identity"), (0, 1))]
     trainer = Trainer(task, space, TrainConfig(steps=20))
-    from sgem.moe.cluster_gated import train_final_moe
+    from sgem.final.moe_fit import train_final_moe
 
     moe, report = train_final_moe(task, trainer, np.arange(4) % 2, archs, steps=20, seed=1)
     path = tmp_path_factory.mktemp("raw") / "model"
@@ -183,7 +183,7 @@ def _val_tensors(task, sel):
 
 def test_validation_predictions_come_from_networks_that_never_saw_them(forecaster) -> None:
     from sgem.final import FinalProtocol, run_final
-    from sgem.moe.final_calibration import validation_outputs
+    from sgem.final.calibration import validation_outputs
     from sgem.random_streams import expert_seed
 
     task, _, trainer, archs, assignment = forecaster
@@ -212,7 +212,7 @@ def test_a_calibrated_forecaster_keeps_nonnegative_series_at_or_above_zero(
     forecaster, tmp_path
 ) -> None:
     from sgem.final import FinalProtocol, run_final
-    from sgem.moe.final_calibration import calibrate_final
+    from sgem.final.calibration import calibrate_final
 
     task, space, trainer, archs, assignment = forecaster
     warm = FinalProtocol.from_name("validation-warm", 5)

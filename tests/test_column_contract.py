@@ -134,8 +134,8 @@ def test_bare_arrays(fitted, tmp_path) -> None:
 @pytest.fixture(scope="module")
 def toy_model(tmp_path_factory) -> Path:
     """A model saved from the toy task (numeric features x0, x1, no table encoding)."""
+    from sgem.final.moe_fit import train_final_moe
     from sgem.moe.artifact import save_final_moe
-    from sgem.moe.cluster_gated import train_final_moe
     from sgem.train import TrainConfig, Trainer
 
     task = sgem.make_toy_task(seed=0, n_per_cloud=100, n_test_per_cloud=20, n_clusters=4)

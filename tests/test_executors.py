@@ -200,7 +200,7 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length, capsys) 
     sends back give exactly the model trained here one expert after another (and the
     progress bar counts each expert that comes back)."""
     from sgem.execution.progress import shown
-    from sgem.moe.cluster_gated import train_final_moe
+    from sgem.final.moe_fit import train_final_moe
 
     task, space, jobs, _ = setup
     trainer = Trainer(task, space, TRAIN)

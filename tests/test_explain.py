@@ -14,8 +14,8 @@ from helpers import TINY_SEARCH
 import sgem
 from sgem.cli import main
 from sgem.errors import SgemUserError
+from sgem.final.moe_fit import train_final_moe
 from sgem.moe.artifact import save_final_moe
-from sgem.moe.cluster_gated import train_final_moe
 from sgem.run.predict_io import predict_table
 from sgem.space import Arch, TabularSpace, TimeSeriesSpace
 from sgem.train import TrainConfig, Trainer

@@ -20,9 +20,9 @@ from sgem.errors import SgemUserError
 from sgem.export import export_onnx, read_metadata
 from sgem.export.feeds import OnnxRunner, onnx_feeds, parity
 from sgem.export.graph_parts import StudentTQuantiles
+from sgem.final.moe_fit import train_final_moe
 from sgem.moe.artifact import save_final_moe, save_learnable_moe
 from sgem.moe.calibration import IntervalCalibration
-from sgem.moe.cluster_gated import train_final_moe
 from sgem.moe.learnable_gate import train_learnable_gate_moe
 from sgem.space import Arch, TabularSpace, TimeSeriesSpace
 from sgem.train import TrainConfig, Trainer

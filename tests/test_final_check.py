@@ -13,7 +13,7 @@ from helpers import short_train, small_ts_space, small_ts_task
 from sgem.errors import SgemUserError
 from sgem.final.check import contenders, final_check, ranked_architectures
 from sgem.final.length import ValidationLength
-from sgem.moe.cluster_gated import train_final_moe
+from sgem.final.moe_fit import train_final_moe
 from sgem.search.config import SearchConfig
 from sgem.search.store import Observation, ObservationStore
 from sgem.train.trainer import Trainer

@@ -18,7 +18,7 @@ from sgem.final.length import (
     resolve_length,
     track_validation,
 )
-from sgem.moe.cluster_gated import train_final_moe
+from sgem.final.moe_fit import train_final_moe
 from sgem.space.arch import Arch
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import Trainer

@@ -204,7 +204,7 @@ def test_budget_plan_shrinks_the_search_when_time_is_short() -> None:
 
 def test_budget_prices_the_reference_networks_of_a_table() -> None:
     """Tables without warm starts also train one network of each expert's cell on every
-    cluster (`sgem.moe.reference`): k networks on all of train + validation, tracked too
+    cluster (`sgem.final.reference`): k networks on all of train + validation, tracked too
     under a validation-chosen length; warm starts score theirs for free."""
     from sgem.final.length import PLANNING_FACTOR
 

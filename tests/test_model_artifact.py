@@ -16,8 +16,8 @@ import torch
 
 import sgem
 from sgem.errors import SgemUserError
+from sgem.final.moe_fit import train_final_moe
 from sgem.moe.artifact import MODEL_JSON, save_final_moe
-from sgem.moe.cluster_gated import train_final_moe
 from sgem.space import Arch, DartsSpace, TabularSpace, TimeSeriesSpace
 from sgem.train import TrainConfig, Trainer
 

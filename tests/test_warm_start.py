@@ -13,8 +13,8 @@ from helpers import short_train, small_ts_space, small_ts_task
 from sgem.execution.jobs import job_seed
 from sgem.final.expert_fit import ExpertJob, fit_expert
 from sgem.final.length import ValidationLength, resolve_length, track_validation
+from sgem.final.moe_fit import train_final_moe
 from sgem.final.warm_start import global_starts
-from sgem.moe.cluster_gated import train_final_moe
 from sgem.space.arch import Arch
 from sgem.train.trainer import TrainConfig, Trainer
 

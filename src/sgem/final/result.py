@@ -17,9 +17,10 @@ import numpy as np
 from ..data.task import ClusteredTask
 from ..metrics import partition_match
 from ..moe.artifact import save_final_moe
-from ..moe.cluster_gated import ClusterGatedMoE, MoEReport, compact_assignment
+from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
 from ..search.sgem import SearchResult
 from ..space.arch import Arch, CellSpace
+from .moe_fit import MoEReport
 
 
 @dataclass

@@ -24,13 +24,13 @@ import numpy as np
 
 from ..data.task import ClusteredTask
 from ..metrics import partition_match
-from ..moe.cluster_gated import train_final_moe
 from ..search.sgem import SearchResult
 from ..space.arch import Arch
 from ..train.trainer import Trainer
 from .champion import champion_cell
 from .check import final_check
 from .length import tracking_rule
+from .moe_fit import train_final_moe
 from .protocol import FinalProtocol
 from .result import MethodResult
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask
+from ..final.calibration import split_outputs, validation_outputs
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
 from ..moe.combination import (
     WQL_GRID,
@@ -33,7 +34,6 @@ from ..moe.combination import (
     mixed_log_density,
     quantile_loss,
 )
-from ..moe.final_calibration import split_outputs, validation_outputs
 from ..moe.scoring import score_outputs
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace

@@ -1,7 +1,6 @@
 """The final Mixture-of-Experts built from a search result."""
 
-from ..final.expert_fit import steps_for_epochs
-from .cluster_gated import ClusterGatedMoE, MoEReport, train_final_moe
+from .cluster_gated import ClusterGatedMoE
 from .learnable_gate import (
     GatedMoEReport,
     LearnableGatedMoE,
@@ -13,9 +12,6 @@ __all__ = [
     "ClusterGatedMoE",
     "GatedMoEReport",
     "LearnableGatedMoE",
-    "MoEReport",
     "evaluate_forecasts",
-    "steps_for_epochs",
-    "train_final_moe",
     "train_learnable_gate_moe",
 ]

@@ -12,7 +12,7 @@ Only JSON and safetensors are read back: loading never unpickles or executes any
 the directory. Paths inside are relative (none are stored), so a copied directory loads
 anywhere. A newer format version, a missing file, a changed weight file (checksum), a
 weight of the wrong shape or a NaN / infinite value is refused with a message saying which.
-model.json's `info` may hold `calibration` (`sgem.moe.final_calibration`: plain numbers);
+model.json's `info` may hold `calibration` (`sgem.final.calibration`: plain numbers);
 a model saved without it predicts with its raw outputs.
 """
 

@@ -3,7 +3,7 @@
 Why: a network fitted by maximum likelihood on a few hundred rows is overconfident (80 %
 intervals covered 0.43-0.50 of small tables' holdout targets). Both corrections below are
 fitted on out-of-sample predictions of the validation split (where those come from:
-`sgem.moe.final_calibration`) and stored as plain numbers in model.json.
+`sgem.final.calibration`) and stored as plain numbers in model.json.
 
 Intervals: split conformal on the Student-t quantiles, scale-relative CQR (Romano et al.
 2019). For a central level L the raw interval is [lo, hi] = loc + scale * t_df^-1((1 -/+ L)
@@ -268,11 +268,47 @@ def never_negative(series: object, context: np.ndarray) -> np.ndarray:
     return np.asarray(ctx & hist)
 
 
+def card_lines(state: dict) -> list[str]:
+    """The model card's lines on units and calibration (none for a model saved without)."""
+    lines: list[str] = []
+    units = state.get("target_units") or {}
+    if units.get("test_rmse") is not None:
+        lines.append(
+            f"  holdout in the target's units: RMSE {units['test_rmse']:.4g}, MAE "
+            f"{units['test_mae']:.4g}, CRPS {units['test_crps']:.4g} (test_nll: per sample of "
+            "the standardised target)"
+        )
+    report = state.get("report") or {}
+    val, hold = report.get("validation") or {}, report.get("holdout") or {}
+    if report.get("skipped"):
+        lines.append(f"  not calibrated: {report['skipped']}")
+    if "ece_15" in val:
+        ece = [d["ece_15"][k] for d in (val, hold) for k in ("raw", "calibrated")]
+        lines.append(
+            f"  probabilities: temperature {report['temperature']:.3f} fitted on validation; "
+            "ECE (15 bins) raw -> calibrated: validation {:.3f} -> {:.3f}, holdout {:.3f} -> "
+            "{:.3f}".format(*ece)
+        )
+    if "coverage_80" in val:
+        cov = [d["coverage_80"][k]["overall"] for d in (val, hold) for k in ("raw", "calibrated")]
+        lines.append(
+            "  80 % interval coverage raw -> calibrated: validation {:.2f} -> {:.2f} (where "
+            "it was fitted), holdout {:.2f} -> {:.2f}".format(*cov)
+        )
+        calibrated = hold["coverage_80"]["calibrated"]
+        key = "per_domain" if calibrated.get("per_domain") else "per_cluster"
+        if calibrated.get(key):  # series: per domain; tables: per cluster
+            shown = ", ".join(f"{g} {v:.2f}" for g, v in calibrated[key].items())
+            lines.append(f"    holdout {key.replace('_', ' ')}, calibrated: {shown}")
+    return lines
+
+
 __all__ = [
     "ECE_BINS",
     "LEVELS",
     "MIN_COUNT",
     "IntervalCalibration",
+    "card_lines",
     "clip_to_support",
     "conformal_quantile",
     "coverage",

@@ -419,7 +419,7 @@ class SgemModel:
         if shown:  # the run's test split, named for what it is
             label = self.calibration.get("holdout") or HOLDOUT
             lines.append(f"  {label}: " + ", ".join(shown))
-        from .final_calibration import card_lines
+        from .calibration import card_lines
 
         lines += card_lines(self.calibration)
         for key, ref in (s.info.get("reference_networks_test") or {}).items():

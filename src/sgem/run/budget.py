@@ -123,7 +123,7 @@ def final_units(
     `data_ratio`: (train + validation) / train samples; `retrain_units`: the fixed retrain of
     every expert when it is set in epochs (else from `final_steps`); `references`: one
     network of each expert's cell is also trained on every cluster with the final protocol
-    (`sgem.moe.reference`: tables without warm starts)."""
+    (`sgem.final.reference`: tables without warm starts)."""
     from ..final.length import PLANNING_FACTOR, TRACKING_FACTOR  # torch: only when planning
 
     protocol = _protocol(cfg, final_length)
@@ -208,7 +208,7 @@ def plan_search(
     stage first (`plan_final`), then the search in the time it leaves. The plan holds
     `final_length` and `reduced` when the final stage had to be made cheaper.
     `after_final`: the final stage also retrains each expert on the training split alone
-    (`sgem.moe.final_calibration`; free when the final networks are kept unrefitted) and
+    (`sgem.final.calibration`; free when the final networks are kept unrefitted) and
     the leaderboard trains two global networks twice (`sgem.leaderboard`)."""
     full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
     configured = cfg
@@ -375,7 +375,7 @@ def plan_run(
             final_length=cfg.final_length,
             data_ratio=n_fit / max(len(task.train), 1),
             retrain_units=retrain,
-            references=isinstance(space, TabularSpace),  # `sgem.moe.reference` trains them
+            references=isinstance(space, TabularSpace),  # `sgem.final.reference` trains them
             after_final=True,
         )
         plan["references_seconds_estimate"] = round(references, 1)

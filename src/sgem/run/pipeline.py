@@ -25,13 +25,13 @@ from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..execution.executors import make_executor, resolve_executor
 from ..execution.progress import shown
+from ..final.calibration import calibrate_final, target_units
 from ..final.protocol import FinalProtocol
+from ..final.reference import add_references
 from ..final.result import drop_empty_experts
 from ..final.stage import run_final
 from ..leaderboard import compete
 from ..moe.artifact import save_final_moe
-from ..moe.final_calibration import calibrate_final, target_units
-from ..moe.reference import add_references
 from ..presets import PRESET_NAMES
 from ..search.sgem import SGEM
 from ..search.store import ObservationStore

@@ -20,12 +20,12 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..execution.jobs import job_seed
-from ..final.expert_fit import ExpertJob, WarmStart, fit_expert_jobs
-from ..final.length import resolve_length
+from ..moe.scoring import score_outputs
 from ..space.arch import Arch
 from ..space.tabular import TabularSpace
 from ..train.trainer import Trainer
-from .scoring import score_outputs
+from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from .length import resolve_length
 
 if TYPE_CHECKING:
     from ..search.sgem import SearchResult

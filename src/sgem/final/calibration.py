@@ -26,13 +26,7 @@ import torch
 
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
-from ..final.expert_fit import steps_for_epochs
-from ..final.length import resolve_length
-from ..final.warm_start import needs_warm_start
-from ..random_streams import expert_seed
-from ..train.time_fence import fence_passed
-from ..train.trainer import Trainer
-from .calibration import (
+from ..moe.calibration import (
     IntervalCalibration,
     clip_to_support,
     coverage,
@@ -42,7 +36,13 @@ from .calibration import (
     support_of,
     t_quantiles,
 )
-from .scoring import in_target_units
+from ..moe.scoring import in_target_units
+from ..random_streams import expert_seed
+from ..train.time_fence import fence_passed
+from ..train.trainer import Trainer
+from .expert_fit import steps_for_epochs
+from .length import resolve_length
+from .warm_start import needs_warm_start
 
 #: the central interval the card reports
 CARD_LEVEL = 0.8
@@ -223,41 +223,6 @@ def _skipped(task: ClusteredTask, why: str, units: dict, start: float) -> FinalC
     return FinalCalibration(state, report, units, seconds)
 
 
-def card_lines(state: dict) -> list[str]:
-    """The model card's lines on units and calibration (none for a model saved without)."""
-    lines: list[str] = []
-    units = state.get("target_units") or {}
-    if units.get("test_rmse") is not None:
-        lines.append(
-            f"  holdout in the target's units: RMSE {units['test_rmse']:.4g}, MAE "
-            f"{units['test_mae']:.4g}, CRPS {units['test_crps']:.4g} (test_nll: per sample of "
-            "the standardised target)"
-        )
-    report = state.get("report") or {}
-    val, hold = report.get("validation") or {}, report.get("holdout") or {}
-    if report.get("skipped"):
-        lines.append(f"  not calibrated: {report['skipped']}")
-    if "ece_15" in val:
-        ece = [d["ece_15"][k] for d in (val, hold) for k in ("raw", "calibrated")]
-        lines.append(
-            f"  probabilities: temperature {report['temperature']:.3f} fitted on validation; "
-            "ECE (15 bins) raw -> calibrated: validation {:.3f} -> {:.3f}, holdout {:.3f} -> "
-            "{:.3f}".format(*ece)
-        )
-    if "coverage_80" in val:
-        cov = [d["coverage_80"][k]["overall"] for d in (val, hold) for k in ("raw", "calibrated")]
-        lines.append(
-            "  80 % interval coverage raw -> calibrated: validation {:.2f} -> {:.2f} (where "
-            "it was fitted), holdout {:.2f} -> {:.2f}".format(*cov)
-        )
-        calibrated = hold["coverage_80"]["calibrated"]
-        key = "per_domain" if calibrated.get("per_domain") else "per_cluster"
-        if calibrated.get(key):  # series: per domain; tables: per cluster
-            shown = ", ".join(f"{g} {v:.2f}" for g, v in calibrated[key].items())
-            lines.append(f"    holdout {key.replace('_', ' ')}, calibrated: {shown}")
-    return lines
-
-
 def _probabilities(val: Split, val_out, test: Split, test_out) -> tuple[dict, dict]:
     temperature = fit_temperature(val_out, val.y)
 
@@ -321,7 +286,6 @@ __all__ = [
     "CARD_LEVEL",
     "FinalCalibration",
     "calibrate_final",
-    "card_lines",
     "holdout_label",
     "split_outputs",
     "validation_outputs",

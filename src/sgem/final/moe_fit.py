@@ -1,0 +1,210 @@
+"""The final stage's retrain: a cluster-gated MoE's experts trained on train + validation,
+tested once.
+
+Every method of the benchmarks that routes by clusters (SGEM and the cluster-gated
+baselines) goes through `sgem.final.run_final` and so `train_final_moe`, so they differ
+only in routing and architectures, never in training.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.task import ClusteredTask
+from ..forecast import task_test_scores
+from ..moe.cluster_gated import ClusterGatedMoE
+from ..moe.scoring import score_outputs
+from ..random_streams import expert_seed
+from ..space.arch import Arch
+from ..train.trainer import Trainer
+from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from .length import ValidationLength, resolve_length
+from .reference import score_networks, warm_start_networks
+from .warm_start import global_starts, needs_warm_start
+
+
+@dataclass
+class MoEReport:
+    """Test scores of the final model. CRPS fields are set for "student_t" tasks only.
+
+    `test_crps` is the sample-based CRPS (the paper's metric), `test_crps_closed_form` the
+    exact Student-t CRPS of the same predictions (agrees within sampling error);
+    `per_domain_test_nll` is keyed by domain id when the test split carries sources (an
+    evaluation breakdown: the model never sees them).
+    """
+
+    test_accuracy: float | None
+    test_nll: float
+    per_expert_test_accuracy: list[float | None]
+    seconds: float
+    test_crps: float | None = None
+    test_crps_closed_form: float | None = None
+    per_domain_test_nll: dict[int, float] = field(default_factory=dict)
+    steps: list[int | None] = field(default_factory=list)
+    test_rmse: float | None = None  # of the Student-t location, in the model's target units
+    final_length: list[dict | None] | None = None  # per expert, with length="validation"
+    forecast: dict | None = None  # MASE / wQL in original units (forecasting tasks)
+    #: with warm starts: the global network of each cell (its tracking run's summary)
+    global_networks: dict[str, dict | None] | None = None
+    #: with warm starts: each cell's global network alone (no experts) scored on the same
+    #: test samples, a reference for what the experts' specialisation bought; never used
+    #: for any choice
+    global_networks_test: dict[str, dict] | None = None
+
+    def to_json(self) -> dict:
+        extra: dict = {}
+        if self.final_length is not None:
+            extra["final_length"] = self.final_length
+        if self.global_networks is not None:
+            extra["global_networks"] = self.global_networks
+        if self.global_networks_test is not None:
+            extra["global_networks_test"] = self.global_networks_test
+        if self.forecast is not None:
+            extra["forecast"] = self.forecast
+        return extra | {
+            "test_accuracy": self.test_accuracy,
+            "test_nll": self.test_nll,
+            "test_crps": self.test_crps,
+            "test_crps_closed_form": self.test_crps_closed_form,
+            "per_domain_test_nll": {str(k): v for k, v in self.per_domain_test_nll.items()},
+            "per_expert_test_accuracy": self.per_expert_test_accuracy,
+            "test_rmse": self.test_rmse,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def train_final_moe(
+    task: ClusteredTask,
+    trainer: Trainer,
+    assignment: np.ndarray,
+    architectures: list[Arch],
+    steps: int,
+    seed: int,
+    epochs: float | None = None,
+    crps_samples: int = 100,
+    length: str | ValidationLength = "fixed",
+    executor: object | None = None,
+    known_lengths: list[dict | None] | None = None,
+    starts: dict[str, WarmStart] | None = None,
+) -> tuple[ClusterGatedMoE, MoEReport]:
+    """Retrain each expert from scratch on its region of train + validation; test once.
+
+    `executor`: one with `fit_experts` (the processes executor) trains the experts side by
+    side on its workers, with the same numbers as training them here one after another.
+
+    `length="fixed"` (default): every expert trains `steps` optimiser steps, or, with
+    `epochs`, as many as make that many passes over its own region in minibatches of the
+    trainer's batch size (the paper's "50 epochs": a small region then gets fewer steps,
+    not more passes).
+
+    `length="validation"` (or a `ValidationLength`): each expert's length is chosen on
+    validation first (`sgem.final.length`): trained on its region's training samples
+    with the validation NLL of its region's validation samples tracked up to 4x the fixed
+    length, the best step count scaled by (n_train + n_val) / n_train is what the expert
+    then trains on train + validation (same seed as the fixed protocol). The report's
+    `steps` are those lengths, `final_length` the tracking runs. An expert whose region has
+    no training or no validation sample keeps the fixed length. `known_lengths[k]`: expert
+    k's tracking run was already made (the finalists' second look, `sgem.final.check`,
+    same architecture, region and seed), so it is retrained for that length directly.
+
+    `length="validation-warm"`: the same, with every expert fine-tuning a global network of
+    its cell (`sgem.final.warm_start`); `starts` are global networks already trained (by the
+    second look), any missing cell's is trained here.
+
+    Forecasting tasks also get MASE and wQL in original units (`report.forecast`,
+    `sgem.forecast.task_test_scores`).
+    """
+    start = time.perf_counter()
+    assignment = np.asarray(assignment)
+    rule = resolve_length(length)
+    c = np.concatenate([task.train.cluster, task.val.cluster])
+    known = list(known_lengths) if known_lengths is not None else [None] * len(architectures)
+    used = [
+        k
+        for k in range(len(architectures))
+        if (assignment == k).any() and (assignment == k)[c].any()
+    ]
+    warm_start = rule is not None and rule.warm_start
+    warm = [k for k in used if warm_start and needs_warm_start(assignment == k)]
+    starts = dict(starts or {})
+    missing = [architectures[k] for k in warm if architectures[k].key not in starts]
+    if missing:
+        assert rule is not None
+        trained = global_starts(
+            task, trainer, missing, seed, steps=steps, epochs=epochs, rule=rule, executor=executor
+        )
+        starts |= trained
+    global_lengths = (
+        {architectures[k].key: starts[architectures[k].key].length for k in warm} if warm else None
+    )
+    jobs = [
+        ExpertJob(
+            k,
+            architectures[k],
+            assignment == k,
+            expert_seed(seed, k),
+            steps,
+            epochs,
+            rule,
+            known_length=known[k] if rule is not None else None,
+            init=starts[architectures[k].key] if k in warm else None,
+        )
+        for k in used
+    ]
+    fits = fit_expert_jobs(task, trainer, jobs, executor, desc="final experts")
+    experts: list[nn.Module | None] = [None] * len(architectures)
+    used_steps: list[int | None] = [None] * len(architectures)
+    lengths: list[dict | None] = [None] * len(architectures)
+    for job, fit in zip(jobs, fits, strict=True):
+        experts[job.index], used_steps[job.index], lengths[job.index] = fit.materialise(
+            trainer, job.arch
+        )
+    moe = ClusterGatedMoE(experts, assignment, list(architectures)).to(trainer.device).eval()
+
+    x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)
+    c_test = torch.as_tensor(task.test.cluster, device=trainer.device)
+    with torch.no_grad():
+        out = moe(x_test, c_test)
+    scores = score_outputs(
+        out,
+        task.test.y,
+        task.loss,
+        assignment[task.test.cluster],
+        len(architectures),
+        source=task.test.source,
+        crps_samples=crps_samples,
+        seed=seed,
+    )
+    report = MoEReport(
+        scores["test_accuracy"],
+        scores["test_nll"],
+        scores["per_expert_test_accuracy"],
+        time.perf_counter() - start,
+        test_crps=scores["test_crps"],
+        test_crps_closed_form=scores["test_crps_closed_form"],
+        per_domain_test_nll=scores["per_domain_test_nll"],
+        steps=used_steps,
+        test_rmse=scores["test_rmse"],
+        final_length=lengths if rule is not None else None,
+        forecast=task_test_scores(out, task),
+        global_networks=global_lengths,
+        global_networks_test=score_networks(
+            task,
+            trainer,
+            warm_start_networks(trainer, [architectures[k] for k in warm], starts),
+            crps_samples,
+            seed,
+        )
+        if warm
+        else None,
+    )
+    return moe, report
+
+
+__all__ = ["MoEReport", "train_final_moe"]
