@@ -2,7 +2,7 @@
 
 Per seed: one task (mixture draw, split and clustering depend on the seed), then SGEM
 (search + cluster-gated final MoE) and the baselines under one protocol
-(`sgem.baselines.BaselineSetup`: the same candidate training, the same final retraining on
+(`sgem.methods.MethodBudget`: the same candidate training, the same final retraining on
 train + validation, test once): Random-MoE, DARTS x K, the DARTS oracle MoE (uses source
 labels) and, with --decomposition, the decomposition ablation (Table decomp). For every
 method the same experts are also trained under a learnable gate (`sgem.moe.learnable_gate`)

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sgem.baselines import BaselineSetup, get_baseline
+from sgem.baselines import get_baseline
 from sgem.data.mixtures import make_mixture_task
+from sgem.methods.budget import MethodBudget
 from sgem.run.experiment import run_sgem
 from sgem.run.pipeline import load_config
 from sgem.search.config import SearchConfig
@@ -42,15 +43,16 @@ def one_seed(groups: int, seed: int, small_budget: int) -> list[dict]:
     sgem = run_sgem(task, space, search_cfg, seed)
     rows = [sgem.row(task) | {"budget": sgem.n_trained, "seconds": time.perf_counter() - t0}]
     for budget in (sgem.n_trained, small_budget):
-        setup = BaselineSetup(
+        setup = MethodBudget(
+            seed=seed,
             space=space,
             train=search_cfg.train,
             n_experts=1,
-            budget=budget,
+            trainings=budget,
             final_steps=search_cfg.final_steps,
         )
         t0 = time.perf_counter()
-        row = get_baseline("global_single").fit_evaluate(task, setup, seed)
+        row = get_baseline("global_single").fit_evaluate(task, setup).row(task)
         rows.append(row | {"budget": budget, "seconds": time.perf_counter() - t0})
     for row in rows:
         row.update(seed=seed, groups=groups, M=task.n_clusters)

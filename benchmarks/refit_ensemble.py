@@ -56,7 +56,7 @@ def one_seed(row: dict, cfg: dict, seed: int) -> dict:
     logp: dict[str, torch.Tensor] = {}
     reported: dict[str, float] = {}
     for length in ("validation-warm", "validation-warm-norefit"):
-        setup = baseline_setup(cfg, search_cfg, space, length, "cpu")
+        setup = baseline_setup(cfg, search_cfg, space, length, "cpu", seed=seed)
         trainer = make_trainer(task, setup, row["method"])
         moe, report = train_final_moe(
             task,

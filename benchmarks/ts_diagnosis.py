@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sgem.baselines import BaselineSetup, best_single_architecture, geometry_partition
+from sgem.baselines import best_single_architecture, geometry_partition
 from sgem.bench.stats import rank_agreement
 from sgem.final import FinalProtocol, run_final
+from sgem.methods.budget import MethodBudget
 from sgem.run.pipeline import build_space, run_experiment
 from sgem.run.runconfig import RunConfig, build_task
 from sgem.run.rundir import RunDirectory
@@ -116,15 +117,16 @@ def diagnose(seed: int, runs: Path, per_region: int) -> dict:
     overall = agreement(rows)
 
     # (b) final models; (c) clusters moved away from geometry
-    setup = BaselineSetup(
+    setup = MethodBudget(
+        seed=seed,
         space=space,
         train=search.train,
         n_experts=k,
-        budget=16,
+        trainings=16,
         final_steps=search.final_steps,
         crps_samples=cfg.crps_samples,
     )
-    best, _ = best_single_architecture(task, setup, seed)
+    best, _ = best_single_architecture(task, setup)
     geometry = align_labels(geometry_partition(task, k, seed), assignment, k)
     sgem_archs = [Arch.from_json(a) for a in result["architectures"]]
     models = {}

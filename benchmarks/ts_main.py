@@ -1,7 +1,7 @@
 """Table ts_main: SGEM against the forecasting baselines on a multi-domain mixture.
 
 Per seed, one task (windows, split and clustering depend on the seed), then SGEM (search +
-final MoE) and every baseline under the same protocol (`sgem.baselines.BaselineSetup`:
+final MoE) and every baseline under the same protocol (`sgem.methods.MethodBudget`:
 same candidate training, same final retraining on train + validation, test once). Reports
 test NLL and sample CRPS mean +- std over seeds, the field's forecast metrics (MASE and
 mean weighted quantile loss over the levels 0.1..0.9, in original units, per domain divided

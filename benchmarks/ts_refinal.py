@@ -101,14 +101,14 @@ def main() -> None:
     t_start = time.perf_counter()
     for seed in seeds:
         task = build_task(cfg["task"], seed)
-        setup = baseline_setup(cfg, search, space, args.final_length, args.device)
+        setup = baseline_setup(cfg, search, space, args.final_length, args.device, seed=seed)
         for row in saved["rows"]:
             if row["seed"] != seed or row["method"] not in methods:
                 continue
             t0 = time.perf_counter()
             if args.cells_from and len(set(row.get("assignment") or [])) > 1:
                 row = with_cells_of(row, saved["rows"], args.cells_from)
-            new = replay_saved_row(row, task, cfg, setup, seed, saved_length, sgem_final)
+            new = replay_saved_row(row, task, cfg, setup, saved_length, sgem_final)
             rows.append(new)
             print(
                 f"seed {seed} {row['method']:15s} NLL {row['test_nll']:.4f} -> "

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sgem.baselines import BaselineSetup, best_single_architecture
+from sgem.baselines import best_single_architecture
 from sgem.final.length import ValidationLength, track_validation
+from sgem.methods.budget import MethodBudget
 from sgem.run.pipeline import build_space
 from sgem.run.runconfig import build_task, load_run_config
 from sgem.search.geometry import geometry_partition
@@ -83,10 +84,10 @@ def run_seed(seed: int, budget: int) -> dict:
     task, space = build_task(cfg), build_space(cfg.space)
     search = cfg.search
     trainer = Trainer(task, space, search.train)
-    setup = BaselineSetup(
-        space=space, train=search.train, n_experts=search.n_experts, budget=budget
+    setup = MethodBudget(
+        seed=seed, space=space, train=search.train, n_experts=search.n_experts, trainings=budget
     )
-    arch, _ = best_single_architecture(task, setup, seed)
+    arch, _ = best_single_architecture(task, setup)
     split = geometry_partition(task, search.n_experts, seed)
     base = search.final_steps
     every = np.ones(task.n_clusters, bool)

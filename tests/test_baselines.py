@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from sgem.baselines import (
-    BaselineSetup,
     MixtureOfLinearExperts,
     available,
     geometry_partition,
@@ -21,6 +20,7 @@ from sgem.baselines.naive import fit_spread, random_walk_spread
 from sgem.baselines.seasonal_naive import choose_seasons, seasonal_forecast
 from sgem.data.task import ClusteredTask, Split
 from sgem.data.timeseries import make_timeseries_task
+from sgem.methods.budget import MethodBudget, Shared
 from sgem.space.timeseries import TimeSeriesSpace
 from sgem.train.trainer import TrainConfig
 
@@ -58,18 +58,19 @@ def task() -> ClusteredTask:
 
 
 @pytest.fixture(scope="module")
-def setup() -> BaselineSetup:
+def setup() -> MethodBudget:
     space = TimeSeriesSpace(
         op_names=("moving_average", "dilated_conv", "linear_trend", "skip"),
         n_nodes=2,
         channels=4,
         patch_len=8,
     )
-    return BaselineSetup(
+    return MethodBudget(
+        seed=0,
         space=space,
         train=TrainConfig(steps=5, lr=3e-3, batch_size=32),
         n_experts=2,
-        budget=4,
+        trainings=4,
         final_steps=10,
         crps_samples=20,
     )
@@ -91,7 +92,7 @@ def _without_labels(task: ClusteredTask) -> ClusteredTask:
 
 @pytest.fixture(scope="module")
 def results(task, setup) -> dict[str, dict]:
-    return {name: get_baseline(name).fit_evaluate(task, setup, seed=0) for name in PAPER_METHODS}
+    return {name: get_baseline(name).fit_evaluate(task, setup).row(task) for name in PAPER_METHODS}
 
 
 def test_registry_lists_every_paper_method_and_refuses_unknown_names():
@@ -130,13 +131,13 @@ def test_cluster_gated_methods_report_routing_and_recovery(results, task, setup)
 
 def test_label_free_methods_never_read_domain_labels(task, setup, results):
     blind = _without_labels(task)
-    fresh = dataclasses.replace(setup, cache={})
+    fresh = setup.replace(shared=Shared())
     for name in ("nas_moe", "geometry", "mole", "seasonal_naive"):
-        r = get_baseline(name).fit_evaluate(blind, fresh, seed=0)
+        r = get_baseline(name).fit_evaluate(blind, fresh).row(blind)
         assert r["test_nll"] == pytest.approx(results[name]["test_nll"], rel=1e-6), name
         assert r["assignment"] == results[name]["assignment"]
     with pytest.raises(ValueError, match="oracle_partition"):
-        get_baseline("oracle").fit_evaluate(blind, fresh, seed=0)
+        get_baseline("oracle").fit_evaluate(blind, fresh)
 
 
 def test_random_partition_gives_every_expert_a_cluster():
@@ -190,7 +191,7 @@ def test_forecasting_baselines_refuse_classification_tasks(setup):
 
     cls_task = ClusteredTask("c", split(30), split(9), split(9), 3, n_classes=2)
     with pytest.raises(ValueError, match="needs a 'student_t' task"):
-        get_baseline("dlinear").fit_evaluate(cls_task, setup, seed=0)
+        get_baseline("dlinear").fit_evaluate(cls_task, setup)
 
 
 def test_measured_architecture_spread_under_oracle_routing(task, setup):

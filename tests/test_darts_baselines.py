@@ -10,7 +10,6 @@ import pytest
 import torch
 from test_darts_space import tiny_image_task
 
-from sgem.baselines.base import BaselineSetup
 from sgem.baselines.darts import (
     DartsConfig,
     DartsOracleMoE,
@@ -23,6 +22,7 @@ from sgem.baselines.darts import (
 )
 from sgem.baselines.decomposition import DecompositionSetting, run_decomposition
 from sgem.data.toy import make_toy_task
+from sgem.methods.budget import MethodBudget
 from sgem.space import Arch, DartsSpace, TabularSpace
 from sgem.train import TrainConfig, Trainer
 
@@ -40,8 +40,10 @@ def task():
     return tiny_image_task(n=128)
 
 
-def _setup() -> BaselineSetup:
-    return BaselineSetup(space=SPACE, train=TRAIN, n_experts=2, final_steps=1, final_epochs=3)
+def _setup(seed: int = 0) -> MethodBudget:
+    return MethodBudget(
+        seed=seed, space=SPACE, train=TRAIN, n_experts=2, final_steps=1, final_epochs=3
+    )
 
 
 def test_edges_and_genotype_rule() -> None:
@@ -93,11 +95,11 @@ def test_search_moves_alpha_and_returns_a_valid_cell(task) -> None:
 
 def test_darts_x_k_and_oracle(task) -> None:
     setup = _setup()
-    xk = DartsXK(FAST_DARTS).fit_evaluate(task, setup, seed=0)
+    xk = DartsXK(FAST_DARTS).fit_evaluate(task, setup).row(task)
     assert xk["method"] == "darts_x_k" and not xk["uses_domain_labels"]
     assert len(set(xk["architectures"])) == 1 and len(xk["assignment"]) == 4
     assert 0.0 <= xk["test_accuracy"] <= 1.0 and 0.5 <= xk["oracle_match"] <= 1.0
-    oracle = DartsOracleMoE(FAST_DARTS).fit_evaluate(task, setup, seed=0)
+    oracle = DartsOracleMoE(FAST_DARTS).fit_evaluate(task, setup).row(task)
     assert oracle["uses_domain_labels"] and oracle["oracle_match"] == 1.0
     assert oracle["assignment"] == [0, 0, 1, 1]
     assert len(oracle["darts"]) == 2
@@ -107,9 +109,9 @@ def test_darts_x_k_and_oracle(task) -> None:
 
 
 def test_decomposition_reuses_the_searches(task) -> None:
-    setup = _setup()
-    DartsOracleMoE(FAST_DARTS).fit_evaluate(task, setup, seed=1)
-    rows = run_decomposition(task, setup, seed=1, config=FAST_DARTS)
+    setup = _setup(seed=1)
+    DartsOracleMoE(FAST_DARTS).fit_evaluate(task, setup)
+    rows = [r.row(task) for r in run_decomposition(task, setup, config=FAST_DARTS)]
     names = [r["method"] for r in rows]
     assert names == [
         "decomp_random_split_full_arch",

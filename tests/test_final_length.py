@@ -3,7 +3,6 @@ train_final_moe and the baselines' final training."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -11,7 +10,7 @@ import pytest
 import torch
 from helpers import short_train, small_ts_space, small_ts_task
 
-from sgem.baselines import BaselineSetup, get_baseline
+from sgem.baselines import get_baseline
 from sgem.final.length import (
     ValidationLength,
     expert_length,
@@ -19,6 +18,7 @@ from sgem.final.length import (
     track_validation,
 )
 from sgem.final.moe_fit import train_final_moe
+from sgem.methods.budget import MethodBudget, Shared
 from sgem.space.arch import Arch
 from sgem.train.losses import per_sample_nll
 from sgem.train.trainer import Trainer
@@ -163,12 +163,13 @@ def test_validation_length_retrains_for_the_chosen_scaled_steps(task, space, tra
         torch.testing.assert_close(a, b)
 
 
-def _small_setup(space, **changes) -> BaselineSetup:
-    return BaselineSetup(
+def _small_setup(space, **changes) -> MethodBudget:
+    return MethodBudget(
+        seed=0,
         space=space,
         train=short_train(),
         n_experts=2,
-        budget=2,
+        trainings=2,
         final_steps=10,
         crps_samples=20,
         **changes,
@@ -177,19 +178,19 @@ def _small_setup(space, **changes) -> BaselineSetup:
 
 def test_baselines_use_the_validation_length_alike(task, space):
     setup = _small_setup(space)
-    fixed = get_baseline("geometry").fit_evaluate(task, setup, seed=0)
+    fixed = get_baseline("geometry").fit_evaluate(task, setup).row(task)
     assert fixed["steps"] == [10, 10] and "final_length" not in fixed
-    val_setup = dataclasses.replace(setup, final_length="validation", cache={})
-    row = get_baseline("geometry").fit_evaluate(task, val_setup, seed=0)
+    val_setup = setup.replace(final_length="validation", shared=Shared())
+    row = get_baseline("geometry").fit_evaluate(task, val_setup).row(task)
     assert row["steps"] == [f["refit_steps"] for f in row["final_length"]]
     assert all(f["max_steps"] == 40 for f in row["final_length"])
-    lin_fixed = get_baseline("dlinear").fit_evaluate(task, setup, seed=0)
-    lin = get_baseline("dlinear").fit_evaluate(task, val_setup, seed=0)
+    lin_fixed = get_baseline("dlinear").fit_evaluate(task, setup).row(task)
+    lin = get_baseline("dlinear").fit_evaluate(task, val_setup).row(task)
     assert lin_fixed["steps"] == 10
     n_tr, n_va = len(task.train), len(task.val)
     assert 1 <= lin["steps"] <= round(40 * (n_tr + n_va) / n_tr)
     with pytest.raises(ValueError, match="unknown final length"):
-        dataclasses.replace(setup, final_length="long")
+        setup.replace(final_length="long")
 
 
 def test_norefit_names_resolve():
@@ -222,9 +223,9 @@ def test_norefit_keeps_the_tracked_network_as_the_final_expert(task, space, trai
 
 def test_norefit_reaches_the_direct_forecasters(task, space):
     setup = _small_setup(space, final_length="validation-norefit")
-    kept = get_baseline("dlinear").fit_evaluate(task, setup, seed=0)
-    refit_setup = dataclasses.replace(setup, final_length="validation", cache={})
-    refit = get_baseline("dlinear").fit_evaluate(task, refit_setup, seed=0)
+    kept = get_baseline("dlinear").fit_evaluate(task, setup).row(task)
+    refit_setup = setup.replace(final_length="validation", shared=Shared())
+    refit = get_baseline("dlinear").fit_evaluate(task, refit_setup).row(task)
     n_tr, n_va = len(task.train), len(task.val)
     # the same tracking run: the refit scales its best step, the kept network is at it
     assert refit["steps"] == round(kept["steps"] * (n_tr + n_va) / n_tr)

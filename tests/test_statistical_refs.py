@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sgem.baselines import BaselineSetup, available, get_baseline
+from sgem.baselines import available, get_baseline
 from sgem.baselines.statistical import (
     Z80,
     AutoThetaReference,
@@ -14,6 +14,7 @@ from sgem.baselines.statistical import (
     normal_from_interval,
 )
 from sgem.data.timeseries import make_timeseries_task
+from sgem.methods.budget import MethodBudget
 
 CONTEXT, HORIZON = 48, 8
 
@@ -61,8 +62,8 @@ def test_a_diverged_window_falls_back_to_seasonal_naive(monkeypatch) -> None:
         raise RuntimeError("no fit")
 
     monkeypatch.setattr(ref, "forecast_window", boom)
-    setup = BaselineSetup(space=None, crps_samples=20)
-    row = ref.fit_evaluate(task, setup, seed=0)
+    setup = MethodBudget(space=None, crps_samples=20)
+    row = ref.fit_evaluate(task, setup).row(task)
     assert row["fallback_windows"] == row["windows"] == len(task.test)
     assert np.isfinite(row["test_nll"]) and np.isfinite(row["test_crps"])
 
@@ -71,9 +72,9 @@ def test_a_diverged_window_falls_back_to_seasonal_naive(monkeypatch) -> None:
 def test_references_score_like_every_other_method(name) -> None:
     pytest.importorskip("statsforecast")
     task = _task()
-    setup = BaselineSetup(space=None, crps_samples=20)
-    row = get_baseline(name).fit_evaluate(task, setup, seed=0)
-    naive = get_baseline("naive").fit_evaluate(task, setup, seed=0)
+    setup = MethodBudget(space=None, crps_samples=20)
+    row = get_baseline(name).fit_evaluate(task, setup).row(task)
+    naive = get_baseline("naive").fit_evaluate(task, setup).row(task)
     for key in ("test_nll", "test_crps", "test_mase", "test_wql"):
         assert np.isfinite(row[key]), key
     assert row["fallback_windows"] < row["windows"]

@@ -21,7 +21,7 @@ def test_a_checked_row_without_the_searched_cells_is_refused() -> None:
     }
     cfg = {"search": {"n_experts": 2}}
     with pytest.raises(SgemUserError, match="search_architectures"):
-        replay_sgem(row, None, cfg, None, seed=3)
+        replay_sgem(row, None, cfg, None)
 
 
 def test_one_expert_rows_are_replayed_when_more_than_warm_starts_change():

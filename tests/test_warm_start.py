@@ -133,12 +133,13 @@ def test_warm_final_moe_is_reproducible(task, space, trainer):
 
 
 def test_the_champion_is_the_baselines_best_single_cell_of_that_budget(task, space, trainer):
-    from sgem.baselines import BaselineSetup, best_single_architecture
+    from sgem.baselines import best_single_architecture
     from sgem.final.champion import champion_cell
+    from sgem.methods.budget import MethodBudget
 
     cell, report = champion_cell(task, trainer, space, 3, seed=2)
-    setup = BaselineSetup(space=space, train=trainer.config, n_experts=2, budget=3)
-    assert best_single_architecture(task, setup, 2)[0] == cell
+    setup = MethodBudget(seed=2, space=space, train=trainer.config, n_experts=2, trainings=3)
+    assert best_single_architecture(task, setup)[0] == cell
     assert report["cell"] == cell.key and report["trainings"] == len(report["scores"])
     assert report["validation_loss"] == min(report["scores"].values())
 

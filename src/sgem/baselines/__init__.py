@@ -1,7 +1,7 @@
 """The comparison methods of the paper's benchmarks, one module each, one interface.
 
-Every baseline has a `name`, a `uses_domain_labels` flag and
-`fit_evaluate(task, setup, seed) -> dict` (see `base.Baseline` and `base.BaselineSetup`).
+Every baseline is a method of `sgem.methods`: a `name`, a `uses_domain_labels` flag and
+`fit_evaluate(task, budget) -> MethodResult` (`sgem.methods.MethodBudget`).
 Only the oracle uses domain labels. Look one up with `get_baseline(name)`; list them with
 `available()`.
 
@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from .base import (
     Baseline,
-    BaselineSetup,
     CandidateLog,
     best_single_architecture,
     random_partition,
@@ -88,7 +87,6 @@ def get_baseline(name: str) -> Baseline:
 
 __all__ = [
     "Baseline",
-    "BaselineSetup",
     "BestArchTimesK",
     "CandidateLog",
     "DLinear",

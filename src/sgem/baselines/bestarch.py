@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 
 from ..data.task import ClusteredTask
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
 from ..random_streams import Stream, stream_rng
-from .base import BaselineSetup, best_single_architecture, cluster_moe_result, random_partition
+from .base import best_single_architecture, cluster_moe_result, random_partition
 
 
 class BestArchTimesK:
@@ -20,11 +22,12 @@ class BestArchTimesK:
     name = "bestarch_x_k"
     uses_domain_labels = False
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         start = time.perf_counter()
-        arch, n_trained = best_single_architecture(task, setup, seed)
+        arch, n_trained = best_single_architecture(task, budget)
         rng = stream_rng(seed, Stream.BASELINE_PARTITION)
-        assignment = random_partition(task.n_clusters, setup.n_experts, rng)
+        assignment = random_partition(task.n_clusters, budget.n_experts, rng)
         return cluster_moe_result(
-            self.name, task, setup, assignment, [arch] * setup.n_experts, seed, n_trained, start
+            self.name, task, budget, assignment, [arch] * budget.n_experts, n_trained, start
         )

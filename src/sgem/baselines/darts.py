@@ -34,6 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.task import ClusteredTask
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
 from ..random_streams import Stream, stream_rng
 from ..space.arch import Arch
 from ..space.darts import DartsSkeleton, DartsSpace, ReLUConvBN, make_op
@@ -47,7 +49,7 @@ from ..train.trainer import (
     make_optimizer,
     schedule_lr,
 )
-from .base import BaselineSetup, cluster_moe_result, make_trainer, random_partition
+from .base import cluster_moe_result, make_trainer, random_partition
 
 #: DARTS' weight optimiser for the supernet.
 DARTS_WEIGHTS = TrainConfig(
@@ -279,20 +281,20 @@ def darts_search(
 # -- the methods ----------------------------------------------------------------------------
 def cached_darts_search(
     task: ClusteredTask,
-    setup: BaselineSetup,
+    budget: MethodBudget,
     mask: np.ndarray | None,
     config: DartsConfig,
     seed: int,
 ) -> DartsSearchOutcome:
-    """`darts_search` on `mask`'s clusters, cached in `setup.cache` per (task, mask, config,
+    """`darts_search` on `mask`'s clusters, cached in `budget.cache` per (task, mask, config,
     seed): DARTS x K, the oracle MoE and the decomposition ablation share their searches."""
     m = task.n_clusters
     mask = np.ones(m, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     key = ("darts", id(task), mask.tobytes(), config, seed)
-    if key not in setup.cache:
-        trainer = make_trainer(task, setup, "DARTS")
-        setup.cache[key] = darts_search(trainer, mask, config, seed)
-    return setup.cache[key]
+    if key not in budget.cache:
+        trainer = make_trainer(task, budget, "DARTS")
+        budget.cache[key] = darts_search(trainer, mask, config, seed)
+    return budget.cache[key]
 
 
 def oracle_assignment(task: ClusteredTask, n_experts: int) -> np.ndarray:
@@ -322,18 +324,18 @@ class DartsXK:
     def __init__(self, config: DartsConfig | None = None) -> None:
         self.config = config or DartsConfig()
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         start = time.perf_counter()
-        found = cached_darts_search(task, setup, None, self.config, seed)
+        found = cached_darts_search(task, budget, None, self.config, seed)
         rng = stream_rng(seed, Stream.BASELINE_PARTITION)
-        assignment = random_partition(task.n_clusters, setup.n_experts, rng)
+        assignment = random_partition(task.n_clusters, budget.n_experts, rng)
         return cluster_moe_result(
             self.name,
             task,
-            setup,
+            budget,
             assignment,
-            [found.arch] * setup.n_experts,
-            seed,
+            [found.arch] * budget.n_experts,
             0,
             start,
             extra={"darts": found.to_json(), "search_seconds": round(found.seconds, 3)},
@@ -350,20 +352,20 @@ class DartsOracleMoE:
     def __init__(self, config: DartsConfig | None = None) -> None:
         self.config = config or DartsConfig()
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         start = time.perf_counter()
-        assignment = oracle_assignment(task, setup.n_experts)
+        assignment = oracle_assignment(task, budget.n_experts)
         searches = [
-            cached_darts_search(task, setup, assignment == k, self.config, seed)
-            for k in range(setup.n_experts)
+            cached_darts_search(task, budget, assignment == k, self.config, seed)
+            for k in range(budget.n_experts)
         ]
         return cluster_moe_result(
             self.name,
             task,
-            setup,
+            budget,
             assignment,
             [s.arch for s in searches],
-            seed,
             0,
             start,
             uses_domain_labels=True,

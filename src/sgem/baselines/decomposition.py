@@ -12,7 +12,7 @@ The block (iii) of the paper (SGEM with frozen vs. learned routing) is a search
 configuration, `SearchConfig(freeze_routing=True)`, not a baseline.
 
 Every setting is a `Baseline` (`name`, `uses_domain_labels`, `fit_evaluate`); searches are
-shared through `setup.cache`, so running all settings costs one DARTS search per source
+shared through `budget.cache`, so running all settings costs one DARTS search per source
 plus one on the full mixture.
 """
 
@@ -23,8 +23,10 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
 from ..random_streams import Stream, stream_rng
-from .base import BaselineSetup, cluster_moe_result, random_partition
+from .base import cluster_moe_result, random_partition
 from .darts import DartsConfig, cached_darts_search, oracle_assignment
 
 ROUTINGS = ("random", "oracle")
@@ -50,32 +52,32 @@ class DecompositionSetting:
         # the oracle routing, and a cell searched on one source, both read the source labels
         self.uses_domain_labels = routing == "oracle" or arch_from != "full"
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         start = time.perf_counter()
         if self.arch_from == "full":
             mask = None
         else:
-            oracle = oracle_assignment(task, setup.n_experts)
+            oracle = oracle_assignment(task, budget.n_experts)
             groups = np.unique(np.asarray(task.oracle_partition))
             if self.arch_from not in groups:
                 raise ValueError(
                     f"source {self.arch_from} is not in the oracle partition ({groups.tolist()})"
                 )
             mask = oracle == int(np.searchsorted(groups, self.arch_from))
-        found = cached_darts_search(task, setup, mask, self.config, seed)
+        found = cached_darts_search(task, budget, mask, self.config, seed)
         if self.routing == "oracle":
-            assignment = oracle_assignment(task, setup.n_experts)
+            assignment = oracle_assignment(task, budget.n_experts)
         else:
             assignment = random_partition(
-                task.n_clusters, setup.n_experts, stream_rng(seed, Stream.BASELINE_PARTITION)
+                task.n_clusters, budget.n_experts, stream_rng(seed, Stream.BASELINE_PARTITION)
             )
         return cluster_moe_result(
             self.name,
             task,
-            setup,
+            budget,
             assignment,
-            [found.arch] * setup.n_experts,
-            seed,
+            [found.arch] * budget.n_experts,
             0,
             start,
             uses_domain_labels=self.uses_domain_labels,
@@ -106,12 +108,11 @@ def decomposition_settings(
 
 def run_decomposition(
     task: ClusteredTask,
-    setup: BaselineSetup,
-    seed: int,
+    budget: MethodBudget,
     config: DartsConfig | None = None,
-) -> list[dict]:
+) -> list[MethodResult]:
     """Every setting of the ablation on one (task, seed); the DARTS searches are shared."""
-    return [row.fit_evaluate(task, setup, seed) for row in decomposition_settings(task, config)]
+    return [row.fit_evaluate(task, budget) for row in decomposition_settings(task, config)]
 
 
 def _register() -> None:

@@ -17,7 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.task import ClusteredTask
-from .base import BaselineSetup, fit_network, forecast_result, require_forecasting
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
+from .base import fit_network, forecast_result, require_forecasting
 
 
 def decompose(x: torch.Tensor, kernel: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,13 +77,14 @@ class DLinear:
     def __init__(self, kernel: int = 25) -> None:
         self.kernel = kernel
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         require_forecasting(task, self.name)
         start = time.perf_counter()
         context, horizon = task.train.x.shape[1], task.train.y.shape[1]
         torch.manual_seed(seed)
-        model, steps = fit_network(DLinearT(context, horizon, self.kernel), task, setup, seed)
+        model, steps = fit_network(DLinearT(context, horizon, self.kernel), task, budget)
         with torch.no_grad():
-            x = torch.as_tensor(task.test.x, dtype=torch.float32, device=setup.device)
+            x = torch.as_tensor(task.test.x, dtype=torch.float32, device=budget.device)
             out = model(x)
-        return forecast_result(self.name, task, setup, out, seed, start, {"steps": steps})
+        return forecast_result(self.name, budget, out, start, {"steps": steps})

@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 
 from ..data.task import ClusteredTask
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
 from ..search.geometry import geometry_partition
-from .base import BaselineSetup, best_single_architecture, cluster_moe_result
+from .base import best_single_architecture, cluster_moe_result
 
 
 class GeometryRouting:
@@ -21,10 +23,11 @@ class GeometryRouting:
     name = "geometry"
     uses_domain_labels = False
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         start = time.perf_counter()
-        arch, n_trained = best_single_architecture(task, setup, seed)
-        assignment = geometry_partition(task, setup.n_experts, seed)
+        arch, n_trained = best_single_architecture(task, budget)
+        assignment = geometry_partition(task, budget.n_experts, seed)
         return cluster_moe_result(
-            self.name, task, setup, assignment, [arch] * setup.n_experts, seed, n_trained, start
+            self.name, task, budget, assignment, [arch] * budget.n_experts, n_trained, start
         )

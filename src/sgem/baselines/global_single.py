@@ -7,21 +7,21 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
-from .base import BaselineSetup, best_single_architecture, cluster_moe_result
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
+from .base import best_single_architecture, cluster_moe_result
 
 
 class GlobalSingle:
-    """K = 1: the best of `setup.budget` random cells trained on all clusters."""
+    """K = 1: the best of `budget.trainings` random cells trained on all clusters."""
 
     name = "global_single"
     uses_domain_labels = False
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         start = time.perf_counter()
-        arch, n_trained = best_single_architecture(task, setup, seed)
+        arch, n_trained = best_single_architecture(task, budget)
         assignment = np.zeros(task.n_clusters, dtype=np.int64)
-        result = cluster_moe_result(
-            self.name, task, setup, assignment, [arch], seed, n_trained, start
-        )
-        result["oracle_match"] = None  # one expert: there is no routing to recover
+        result = cluster_moe_result(self.name, task, budget, assignment, [arch], n_trained, start)
+        result.extra["oracle_match"] = None  # one expert: there is no routing to recover
         return result

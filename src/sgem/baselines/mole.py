@@ -16,7 +16,9 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from .base import BaselineSetup, fit_network, forecast_result, require_forecasting
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
+from .base import fit_network, forecast_result, require_forecasting
 from .dlinear import DLinearRaw, constrain
 
 
@@ -47,23 +49,22 @@ class MoLE:
     def __init__(self, kernel: int = 25) -> None:
         self.kernel = kernel
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         require_forecasting(task, self.name)
         start = time.perf_counter()
         context, horizon = task.train.x.shape[1], task.train.y.shape[1]
         torch.manual_seed(seed)
-        net = MixtureOfLinearExperts(context, horizon, setup.n_experts, self.kernel)
-        model, steps = fit_network(net, task, setup, seed)
+        net = MixtureOfLinearExperts(context, horizon, budget.n_experts, self.kernel)
+        model, steps = fit_network(net, task, budget)
         with torch.no_grad():
-            x = torch.as_tensor(task.test.x, dtype=torch.float32, device=setup.device)
+            x = torch.as_tensor(task.test.x, dtype=torch.float32, device=budget.device)
             out = model(x)
             usage = model.gate_weights(x).mean(0).cpu().numpy()
         return forecast_result(
             self.name,
-            task,
-            setup,
+            budget,
             out,
-            seed,
             start,
             {"steps": steps, "gate_usage": np.round(usage, 4).tolist()},
         )

@@ -14,13 +14,9 @@ import numpy as np
 
 from ..data.task import ClusteredTask
 from ..forecast import student_t_nll
-from .base import (
-    BaselineSetup,
-    forecast_result,
-    require_forecasting,
-    student_t_output,
-    train_and_val,
-)
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
+from .base import forecast_result, require_forecasting, student_t_output, train_and_val
 
 #: Grids of the two fitted quantities (spread multiplier, degrees of freedom).
 MULTIPLIERS = tuple(float(v) for v in np.geomspace(0.05, 4.0, 24))
@@ -60,7 +56,7 @@ class SpreadForecaster:
         """(loc, base spread), each (B, H), from contexts x (B, L)."""
         raise NotImplementedError
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         require_forecasting(task, self.name)
         start = time.perf_counter()
         x, y = train_and_val(task)
@@ -70,7 +66,7 @@ class SpreadForecaster:
         loc, base = self.forecast(xt, horizon)
         out = student_t_output(loc, a * base, np.full_like(loc, df))
         return forecast_result(
-            self.name, task, setup, out, seed, start, {"fitted": {"multiplier": a, "df": df}}
+            self.name, budget, out, start, {"fitted": {"multiplier": a, "df": df}}
         )
 
 

@@ -10,8 +10,10 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
 from ..random_streams import Stream
-from .base import BaselineSetup, cluster_moe_result
+from .base import cluster_moe_result
 from .nas_moe import search_per_region
 
 
@@ -21,7 +23,8 @@ class OracleSpecialists:
     name = "oracle"
     uses_domain_labels = True
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        seed = budget.seed
         if task.oracle_partition is None:
             raise ValueError(
                 "the oracle baseline needs task.oracle_partition (the majority domain of each "
@@ -31,15 +34,14 @@ class OracleSpecialists:
         _, assignment = np.unique(task.oracle_partition, return_inverse=True)
         assignment = assignment.astype(np.int64)
         archs, n_trained = search_per_region(
-            task, setup, assignment, seed, self.name, Stream.ORACLE_SEARCH
+            task, budget, assignment, seed, self.name, Stream.ORACLE_SEARCH
         )
         return cluster_moe_result(
             self.name,
             task,
-            setup,
+            budget,
             assignment,
             archs,
-            seed,
             n_trained,
             start,
             uses_domain_labels=True,

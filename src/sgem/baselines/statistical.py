@@ -20,7 +20,9 @@ import time
 import numpy as np
 
 from ..data.task import ClusteredTask
-from .base import BaselineSetup, forecast_result, require_forecasting, student_t_output
+from ..methods.budget import MethodBudget
+from ..methods.result import MethodResult
+from .base import forecast_result, require_forecasting, student_t_output
 from .naive import MIN_SPREAD
 from .seasonal_naive import choose_seasons, seasonal_forecast
 
@@ -61,7 +63,7 @@ class StatsForecastReference:
         mean = np.asarray(out["mean"], dtype=np.float64)
         return mean, normal_from_interval(mean, out["lo-80"], out["hi-80"])
 
-    def fit_evaluate(self, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+    def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         require_forecasting(task, self.name)
         try:
             import statsforecast  # noqa: F401
@@ -87,7 +89,7 @@ class StatsForecastReference:
             loc[i], scale[i] = mean, spread
         out = student_t_output(loc, scale, np.full_like(loc, NORMAL_DF))
         extra = {"fallback_windows": fallbacks, "windows": len(x)}
-        return forecast_result(self.name, task, setup, out, seed, start, extra)
+        return forecast_result(self.name, budget, out, start, extra)
 
 
 class AutoETSReference(StatsForecastReference):

@@ -7,8 +7,8 @@ Each script there parses its arguments and calls into these modules (one job eac
 * `tasks`: a benchmark task, built by the package's own task builder (one build path;
   the seasonal period comes from the data, `sgem.data.timeseries`);
 * `methods`: the forecasting methods of the tables (SGEM and the baselines), their labels,
-  their shared protocol and running SGEM; `rows`: SGEM's result row (the one row builder
-  beside the baselines' `fit_evaluate`);
+  their shared budget and running SGEM; `rows`: SGEM's row on a finished search (every
+  row is `sgem.methods.MethodResult.row`);
 * `stats`: relative scores, summaries over seeds and paired bootstrap comparisons;
 * `tables`: the forecasting table as JSON and markdown, re-rendering and merging outputs;
 * `forecasting`: one forecasting table run end to end (Table ts_main);

@@ -21,6 +21,7 @@ import torch
 from ..baselines import get_baseline
 from ..baselines.base import remember_best_single
 from ..errors import SgemUserError
+from ..methods.budget import Shared
 from ..report.analysis import RunObservations
 from ..search.config import SearchConfig
 from ..space.registry import build_space
@@ -124,12 +125,14 @@ def run_table(
         task = build_task(cfg["task"], seed)
         state["summary"], state["meta"] = task_summary(task, search_cfg.n_experts), task.meta
         say(f"seed {seed}: {state['summary']}")
-        cache: dict = {}  # searches that do not depend on the final length are shared
+        shared = Shared()  # the trainer and the searches that do not depend on the length
         if seed in champions:
-            remember_best_single(cache, task, seed, cfg["budget"], champions[seed])
-        setups = {L: baseline_setup(cfg, search_cfg, space, L, device, cache) for L in lengths}
+            remember_best_single(shared.cache, task, seed, cfg["budget"], champions[seed])
+        setups = {
+            L: baseline_setup(cfg, search_cfg, space, L, device, shared, seed) for L in lengths
+        }
         if seed not in references:  # the relative scores' reference (cheap, no training)
-            ref = get_baseline(REFERENCE).fit_evaluate(task, setups[lengths[0]], seed)
+            ref = get_baseline(REFERENCE).fit_evaluate(task, setups[lengths[0]]).row(task)
             references[seed] = {
                 k: ref.get(k) for k in ("per_domain_test_mase", "per_domain_test_wql")
             }
@@ -139,7 +142,7 @@ def run_table(
                 continue
             t0 = time.perf_counter()
             if method == "sgem":
-                found_rows, obs = run_sgem(task, cfgs[todo[0]], seed, device, todo)
+                found_rows, obs = run_sgem(task, cfgs[todo[0]], setups[todo[0]], todo)
                 observations.append(obs)
                 for L in todo:
                     found_rows[L]["seed"] = seed
@@ -149,21 +152,20 @@ def run_table(
                 continue
             for L in todo:
                 t0 = time.perf_counter()
-                row = get_baseline(method).fit_evaluate(task, setups[L], seed)
-                row["seed"] = seed
+                row = get_baseline(method).fit_evaluate(task, setups[L]).row(task)
                 rows[L].append(row)
                 save(L)
                 _report(method, L, row, t0, say)
         for L in lengths if run.matched else []:
             mine = next(r for r in rows[L] if r["seed"] == seed and r["method"] == "sgem")
             budget = int(mine["n_trained"])
-            matched = baseline_setup({**cfg, "budget": budget}, search_cfg, space, L, device, cache)
+            matched = setups[L].replace(trainings=budget)
             for method in [m for m in run.methods if m in SEARCHING]:
                 if (seed, method + MATCHED) in done[L]:
                     continue
                 t0 = time.perf_counter()
-                row = get_baseline(method).fit_evaluate(task, matched, seed)
-                row.update(method=method + MATCHED, seed=seed, budget=budget)
+                row = get_baseline(method).fit_evaluate(task, matched).row(task)
+                row.update(method=method + MATCHED, budget=budget)
                 rows[L].append(row)
                 save(L)
                 _report(method + MATCHED, L, row, t0, say)

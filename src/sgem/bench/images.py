@@ -1,6 +1,6 @@
 """The image benchmark (Table cifar_main): its scales and methods.
 
-SGEM and the baselines run under one protocol (`sgem.baselines.BaselineSetup`: the same
+SGEM and the baselines run under one protocol (`sgem.baselines.MethodBudget`: the same
 candidate training, the same final retraining on train + validation, test once), each
 optionally also under a learnable gate; `sgem.bench.images_run` runs them over seeds.
 """
@@ -13,17 +13,18 @@ from pathlib import Path
 
 import yaml
 
-from ..baselines import BaselineSetup, get_baseline
+from ..baselines import get_baseline
 from ..baselines.darts import DartsConfig, DartsOracleMoE, DartsXK
 from ..baselines.decomposition import decomposition_settings
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..final.expert_fit import steps_for_epochs
+from ..methods.budget import MethodBudget
+from ..methods.sgem import SgemMethod
 from ..moe.learnable_gate import train_learnable_gate_moe
-from ..run import experiment
 from ..search.config import SearchConfig
 from ..space import Arch
-from ..train import TrainConfig, Trainer
+from ..train import TrainConfig
 from .config import CONFIGS
 
 METHODS = ["random_moe", "darts_x_k", "sgem", "darts_oracle"]
@@ -64,21 +65,12 @@ def darts_config(cfg: dict, train: TrainConfig) -> DartsConfig:
     return DartsConfig(weights=weights, **d)
 
 
-def run_sgem(
-    task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int, save_models: Path | None
-) -> dict:
+def run_sgem(task: ClusteredTask, cfg: dict, setup: MethodBudget, save_models: Path | None) -> dict:
     """SGEM's search and final MoE as a row (the model saved under `save_models`)."""
-    assert setup.space is not None, "the image benchmark's setup carries its cell space"
-    result = experiment.run_sgem(
-        task,
-        setup.space,
-        search_config(cfg),
-        seed,
-        final_epochs=setup.final_epochs,
-        device=setup.device,
-    )
+    space = setup.require_space("SGEM")
+    result = SgemMethod(search_config(cfg)).fit_evaluate(task, setup)
     if save_models is not None:
-        result.save(save_models / f"sgem-seed{seed}", task, setup.space)
+        result.save(save_models / f"sgem-seed{setup.seed}", task, space)
     return result.row(task)
 
 
@@ -86,30 +78,30 @@ def run_method(
     method: str,
     task: ClusteredTask,
     cfg: dict,
-    setup: BaselineSetup,
-    seed: int,
+    setup: MethodBudget,
     save_models: Path | None = None,
 ) -> dict:
     """One method's row on the task (SGEM, the DARTS baselines, a decomposition row or a
     baseline of `sgem.baselines`)."""
     if method == "sgem":
-        return run_sgem(task, cfg, setup, seed, save_models)
+        return run_sgem(task, cfg, setup, save_models)
     dcfg = darts_config(cfg, setup.train)
     if method == "darts_x_k":
-        return DartsXK(dcfg).fit_evaluate(task, setup, seed)
+        return DartsXK(dcfg).fit_evaluate(task, setup).row(task)
     if method == "darts_oracle":
-        return DartsOracleMoE(dcfg).fit_evaluate(task, setup, seed)
+        return DartsOracleMoE(dcfg).fit_evaluate(task, setup).row(task)
     if method.startswith("decomp_"):
         for row in decomposition_settings(task, dcfg):
             if row.name == method:
-                return row.fit_evaluate(task, setup, seed)
+                return row.fit_evaluate(task, setup).row(task)
         raise SgemUserError(f"unknown decomposition setting {method!r}")
-    return get_baseline(method).fit_evaluate(task, setup, seed)
+    return get_baseline(method).fit_evaluate(task, setup).row(task)
 
 
-def learnable_gate(task: ClusteredTask, setup: BaselineSetup, row: dict, seed: int) -> dict:
+def learnable_gate(task: ClusteredTask, setup: MethodBudget, row: dict) -> dict:
     """The method's experts (its architectures) retrained jointly under a learnable gate."""
-    trainer = Trainer(task, setup.space, setup.train, device=setup.device)
+    trainer = setup.trainer(task, "the learnable gate")
+    seed = setup.seed
     n = len(task.train) + len(task.val)
     steps = (
         setup.final_steps

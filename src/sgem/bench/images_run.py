@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..baselines import BaselineSetup
 from ..data.images import build_image_task, downsample
 from ..errors import SgemUserError
+from ..methods.budget import MethodBudget
 from ..report.image_figures import plot_cluster_representatives
 from ..space.registry import build_space
 from ..train import resolve_device
@@ -105,11 +105,12 @@ def run_images(
         )
         tasks[str(seed)] = task_summary
         say(f"seed {seed}: {task_summary} ({time.perf_counter() - t0:.0f} s)")
-        setup = BaselineSetup(
+        setup = MethodBudget(
+            seed=seed,
             space=space,
             train=scfg.train,
             n_experts=scfg.n_experts,
-            budget=int(cfg["baseline_budget"]),
+            trainings=int(cfg["baseline_budget"]),
             final_steps=scfg.final_steps,
             final_epochs=cfg.get("final_epochs"),
             device=device,
@@ -118,10 +119,9 @@ def run_images(
             if (seed, method) in done:
                 continue
             t0 = time.perf_counter()
-            row = run_method(method, task, cfg, setup, seed, run.save_models)
-            row["seed"] = seed
+            row = run_method(method, task, cfg, setup, run.save_models)
             if run.learnable_gate and method in cfg.get("learnable_gate", METHODS):
-                row["learnable_gate"] = learnable_gate(task, setup, row, seed)
+                row["learnable_gate"] = learnable_gate(task, setup, row)
             rows.append(row)
             save()
             lg = (row.get("learnable_gate") or {}).get("test_accuracy")

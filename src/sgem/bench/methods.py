@@ -1,10 +1,10 @@
 """The forecasting table's methods: which run, how they are named, and their one protocol.
 
-Every baseline runs through `sgem.baselines.get_baseline(name).fit_evaluate(task, setup,
-seed)` under the `BaselineSetup` of the run config (`baseline_setup`: SGEM's candidate
-training and final steps, the config's budget and final length), and SGEM through
-`run_sgem`: one search, then the final stage once per final length (the search does not
-depend on it), each a row of `sgem.bench.rows.sgem_row`.
+Every method runs as a method of `sgem.methods` (`fit_evaluate(task, budget)`) under the
+`MethodBudget` of the run config (`baseline_setup`: SGEM's candidate training and final
+steps, the config's budget and final length, the seed), and SGEM through `run_sgem`: one
+search, then the final stage once per final length (the search does not depend on it),
+each a row of `MethodResult.row`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from ..baselines import BaselineSetup
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
+from ..methods.budget import MethodBudget, Shared
+from ..methods.sgem import SgemMethod
 from ..report.analysis import RunObservations
 from ..search.config import SearchConfig
-from ..search.sgem import SGEM
 from ..space.arch import Arch
-from ..space.registry import build_space
-from .rows import sgem_row
 
 BASELINES = [
     "naive",
@@ -92,21 +90,24 @@ def baseline_setup(
     space: Any,
     length: str,
     device: str,
-    cache: dict | None = None,
-) -> BaselineSetup:
-    """The baselines' protocol of a run config: SGEM's candidate training and final steps,
-    the config's budget, final length `length`, CRPS samples and device."""
-    return BaselineSetup(
+    shared: Shared | None = None,
+    seed: int = 0,
+) -> MethodBudget:
+    """The methods' budget of a run config: SGEM's candidate training and final steps, the
+    config's budget, final length `length`, CRPS samples, device and seed; `shared`: the
+    trainer and searches methods of one (task, seed) share."""
+    return MethodBudget(
+        seed=seed,
         space=space,
         train=search_cfg.train,
         n_experts=search_cfg.n_experts,
-        budget=cfg["budget"],
+        trainings=cfg["budget"],
         final_steps=search_cfg.final_steps,
         final_epochs=cfg["final_epochs"],
         final_length=length,
         crps_samples=cfg["crps_samples"],
         device=device,
-        cache={} if cache is None else cache,
+        shared=Shared() if shared is None else shared,
     )
 
 
@@ -139,22 +140,20 @@ def saved_champions(path: str | Path, budget: int) -> dict[int, tuple[Arch, int]
 def run_sgem(
     task: ClusteredTask,
     cfg: dict[str, Any],
-    seed: int,
-    device: str,
+    budget: MethodBudget,
     lengths: list[str] | None = None,
 ) -> tuple[dict[str, dict], RunObservations]:
     """One SGEM search, then the final MoE for each final length (the search does not
     depend on it): {length: row} and the search's observations."""
     start = time.perf_counter()
-    space = build_space(cfg["space"])
-    search_cfg = SearchConfig.from_dict(cfg["search"])
-    search = SGEM(space, search_cfg, seed=seed, progress=False, device=device)
-    found = search.fit(task)
+    method = SgemMethod(SearchConfig.from_dict(cfg["search"]))
+    trainer, found = method.search(task, budget)
     search_end = time.perf_counter()
     rows = {}
     for length in lengths or [cfg["final_length"]]:
         t0 = time.perf_counter()
-        rows[length] = sgem_row(task, cfg, seed, search.trainer_, found, length)
+        final = method.final(task, budget.replace(final_length=length), trainer, found)
+        rows[length] = final.row(task)
         rows[length]["seconds"] = round(search_end - start + time.perf_counter() - t0, 3)
     store = found.store
     obs = RunObservations(

@@ -13,11 +13,11 @@ import time
 
 import numpy as np
 
-from ..baselines import BaselineSetup
 from ..baselines.base import cluster_moe_result, make_trainer
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..final.length import ValidationLength, resolve_length
+from ..methods.budget import MethodBudget
 from ..search.config import SearchConfig
 from ..search.sgem import SearchResult
 from ..search.store import ObservationStore
@@ -35,7 +35,7 @@ def differs_for_one_expert(old: str, new: str | ValidationLength) -> bool:
     return dataclasses.replace(a, warm_start=False) != dataclasses.replace(b, warm_start=False)
 
 
-def replay_row(row: dict, task: ClusteredTask, setup: BaselineSetup, seed: int) -> dict:
+def replay_row(row: dict, task: ClusteredTask, setup: MethodBudget) -> dict:
     """The row's final MoE retrained with `setup.final_length` (same partition, cells)."""
     assignment = np.asarray(row["assignment"], dtype=np.int64)
     archs = [Arch.from_key(k) for k in row["architectures"]]
@@ -45,18 +45,16 @@ def replay_row(row: dict, task: ClusteredTask, setup: BaselineSetup, seed: int) 
         setup,
         assignment,
         archs,
-        seed,
         row["n_trained"],
         time.perf_counter(),
-    )
+    ).row(task)
     keep = ("oracle_match", "n_trained", "search_seconds", "uses_domain_labels")
     out |= {k: row[k] for k in keep if k in row}
-    out["seed"] = seed
     out["replayed_from"] = {"final_length": setup.final_length, "test_nll": row["test_nll"]}
     return out
 
 
-def replay_sgem(row: dict, task: ClusteredTask, cfg: dict, setup: BaselineSetup, seed: int) -> dict:
+def replay_sgem(row: dict, task: ClusteredTask, cfg: dict, setup: MethodBudget) -> dict:
     """SGEM's row through SGEM's own final stage (`sgem.bench.rows.sgem_row`: the champion cell
     where `cfg["search"]` asks for one, then the final MoE) on the saved partition and cells.
 
@@ -72,9 +70,9 @@ def replay_sgem(row: dict, task: ClusteredTask, cfg: dict, setup: BaselineSetup,
         )
     if "final_check" in row and "search_architectures" not in row:
         raise SgemUserError(
-            f"seed {seed}: this SGEM row went through a final check that may have changed its "
-            "cells, and it predates `search_architectures` (the search's own cells): replay "
-            "it from a ts_main run made with the current benchmarks/ts_main.py"
+            f"seed {row.get('seed')}: this SGEM row went through a final check that may have "
+            "changed its cells, and it predates `search_architectures` (the search's own "
+            "cells): replay it from a ts_main run made with the current benchmarks/ts_main.py"
         )
     assignment = np.asarray(row["assignment"], dtype=np.int64)
     archs = [Arch.from_key(k) for k in row.get("search_architectures", row["architectures"])]
@@ -92,8 +90,7 @@ def replay_sgem(row: dict, task: ClusteredTask, cfg: dict, setup: BaselineSetup,
         raise SgemUserError("replay SGEM's final stage under a named final length (FINAL_LENGTHS)")
     t0 = time.perf_counter()
     trainer = make_trainer(task, setup, "sgem")
-    out = sgem_row(task, cfg, seed, trainer, found, setup.final_length)
-    out["seed"] = seed
+    out = sgem_row(task, cfg, setup, trainer, found)
     out["seconds"] = round(row.get("search_seconds", 0.0) + time.perf_counter() - t0, 3)
     out["replayed_from"] = {
         "final_length": setup.final_length,
@@ -142,8 +139,7 @@ def replay_saved_row(
     row: dict,
     task: ClusteredTask,
     cfg: dict,
-    setup: BaselineSetup,
-    seed: int,
+    setup: MethodBudget,
     saved_length: str,
     sgem_final: bool = False,
 ) -> dict:
@@ -153,7 +149,7 @@ def replay_saved_row(
     routed = bool(row.get("assignment")) and len(set(row["assignment"])) > 1
     one_expert = bool(row.get("assignment")) and not routed
     if routed and sgem_final and row["method"] == "sgem":
-        return replay_sgem(row, task, {**cfg, "final_length": setup.final_length}, setup, seed)
+        return replay_sgem(row, task, {**cfg, "final_length": setup.final_length}, setup)
     if routed or (one_expert and differs_for_one_expert(saved_length, setup.final_length)):
-        return replay_row(row, task, setup, seed)
+        return replay_row(row, task, setup)
     return row

@@ -39,11 +39,9 @@ def one_run(
     import numpy as np
     import torch
 
-    from ..final.protocol import FinalProtocol
-    from ..final.stage import run_final
+    from ..methods.sgem import SgemMethod
     from ..run.pipeline import load_config
     from ..search.config import SearchConfig
-    from ..search.sgem import SGEM
     from ..space.registry import build_space
 
     t0 = time.perf_counter()
@@ -53,16 +51,15 @@ def one_run(
     t_task = time.perf_counter() - t0
     search_cfg = SearchConfig.from_dict({**cfg["search"], "n_experts": k, **overrides})
     space = build_space(cfg["space"])
-    search = SGEM(space, search_cfg, seed=seed, progress=False)
+    method = SgemMethod(search_cfg)
+    budget = SgemMethod.budget_of(search_cfg, seed, space=space)
     t1 = time.perf_counter()
-    found = search.fit(task)
+    trainer, found = method.search(task, budget)
     t_search = time.perf_counter() - t1
     t2 = time.perf_counter()
-    protocol = FinalProtocol(search_cfg.final_steps)
-    report = run_final(
-        task, search.trainer_, found.assignment, found.architectures, protocol, seed=seed
-    ).report
+    report = method.final(task, budget, trainer, found).report
     t_final = time.perf_counter() - t2
+    assert report is not None
     rep = report.to_json()
     iter_s = sum(r["seconds"] for r in found.trace)
     phases = getattr(found, "phases", None) or {}

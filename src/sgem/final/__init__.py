@@ -12,8 +12,6 @@ from ..lazy import lazy_attributes
 _NAMES = {
     "FinalProtocol": ".protocol",
     "FINAL_LENGTHS": ".protocol",
-    "MethodResult": ".result",
-    "drop_empty_experts": ".result",
     "run_final": ".stage",
 }
 __all__ = sorted(_NAMES)

@@ -16,9 +16,8 @@ import torch
 from torch import nn
 
 from ..data.task import ClusteredTask
-from ..forecast import task_test_scores
 from ..moe.cluster_gated import ClusterGatedMoE
-from ..moe.scoring import score_outputs
+from ..moe.scoring import method_scores
 from ..random_streams import expert_seed
 from ..space.arch import Arch
 from ..train.trainer import Trainer
@@ -55,9 +54,15 @@ class MoEReport:
     #: test samples, a reference for what the experts' specialisation bought; never used
     #: for any choice
     global_networks_test: dict[str, dict] | None = None
+    #: the raw 80 % interval's coverage of the test targets (Student-t outputs)
+    test_coverage_80: float | None = None
+    #: the MoE's raw test outputs (model units), what `MethodResult.row` scores; not saved
+    output: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         extra: dict = {}
+        if self.test_coverage_80 is not None:
+            extra["test_coverage_80"] = self.test_coverage_80
         if self.final_length is not None:
             extra["final_length"] = self.final_length
         if self.global_networks is not None:
@@ -171,13 +176,11 @@ def train_final_moe(
     c_test = torch.as_tensor(task.test.cluster, device=trainer.device)
     with torch.no_grad():
         out = moe(x_test, c_test)
-    scores = score_outputs(
+    scores = method_scores(
+        task,
         out,
-        task.test.y,
-        task.loss,
-        assignment[task.test.cluster],
-        len(architectures),
-        source=task.test.source,
+        expert_of=assignment[task.test.cluster],
+        n_experts=len(architectures),
         crps_samples=crps_samples,
         seed=seed,
     )
@@ -192,7 +195,9 @@ def train_final_moe(
         steps=used_steps,
         test_rmse=scores["test_rmse"],
         final_length=lengths if rule is not None else None,
-        forecast=task_test_scores(out, task),
+        test_coverage_80=scores["test_coverage_80"],
+        output=out.detach().cpu(),
+        forecast=scores["forecast"],
         global_networks=global_lengths,
         global_networks_test=score_networks(
             task,

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..methods.result import MethodResult
 from ..metrics import partition_match
 from ..search.sgem import SearchResult
 from ..space.arch import Arch
@@ -32,7 +33,6 @@ from .check import final_check
 from .length import tracking_rule
 from .moe_fit import train_final_moe
 from .protocol import FinalProtocol
-from .result import MethodResult
 
 
 def run_final(
@@ -92,6 +92,7 @@ def run_final(
         seconds=time.perf_counter() - started,
         search=found,
         uses_domain_labels=uses_domain_labels,
+        crps_samples=protocol.crps_samples,
     )
 
 

@@ -34,7 +34,7 @@ from ..moe.combination import (
     mixed_log_density,
     quantile_loss,
 )
-from ..moe.scoring import score_outputs
+from ..moe.scoring import method_scores
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed
@@ -70,7 +70,7 @@ class Contest:
     validation samples have one (for the calibration)."""
 
     report: dict
-    final: Any  # a MethodResult (sgem.final.result), not imported: it imports the final stage
+    final: Any  # a MethodResult (sgem.methods.result)
     validation: tuple[np.ndarray, np.ndarray] | None
     #: a combination to save with the MoE: (Combination, its info state, member arrays)
     combination: tuple | None = None
@@ -339,14 +339,11 @@ def _rescored(task, report, test_out, assignment, kept, seed: int, crps_samples:
     """The final report with the shipped model's holdout scores (float32 outputs, the run's
     CRPS samples and seed: as `SgemModel.evaluate` scores) and per-expert lists."""
     out = torch.as_tensor(test_out).float()
-    expert_of = np.asarray(assignment)[task.test.cluster]
-    s = score_outputs(
+    s = method_scores(
+        task,
         out,
-        np.asarray(task.test.y),
-        task.loss,
-        expert_of,
-        len(kept),
-        source=task.test.source,
+        expert_of=np.asarray(assignment)[task.test.cluster],
+        n_experts=len(kept),
         crps_samples=crps_samples,
         seed=seed,
     )
@@ -364,6 +361,9 @@ def _rescored(task, report, test_out, assignment, kept, seed: int, crps_samples:
         test_rmse=s["test_rmse"],
         per_domain_test_nll=s["per_domain_test_nll"],
         per_expert_test_accuracy=s["per_expert_test_accuracy"],
+        test_coverage_80=s["test_coverage_80"],
+        forecast=s["forecast"],
+        output=out,
         steps=per_expert(report.steps),
         final_length=per_expert(report.final_length) if report.final_length else None,
     )

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..data.task import ClusteredTask
-from ..forecast import forecast_scores
+from ..data.task import ClusteredTask, Split
+from ..forecast import forecast_scores, task_test_scores
 from ..train.losses import per_sample_nll
+from .calibration import coverage, t_quantiles
 
 
 def evaluate_forecasts(
@@ -74,6 +75,47 @@ def score_outputs(
     }
 
 
+def method_scores(
+    task: ClusteredTask,
+    out: torch.Tensor | np.ndarray,
+    split: Split | None = None,
+    *,
+    expert_of: np.ndarray | None = None,
+    n_experts: int = 1,
+    crps_samples: int = 100,
+    seed: int = 0,
+) -> dict:
+    """Every metric of a method's raw outputs (model units) on `split` (default: the test
+    split), one function for the final MoE, the baselines and the leaderboard's members:
+    `score_outputs`' NLL, accuracy, sample and closed-form CRPS, RMSE and per-domain NLL;
+    for Student-t outputs the raw 80 % interval's coverage (`test_coverage_80`); on the test
+    split of a windowed forecasting task MASE with the data's seasons and wQL in original
+    units (`forecast`, `sgem.forecast.task_test_scores`)."""
+    split = task.test if split is None else split
+    out_t = out if isinstance(out, torch.Tensor) else torch.as_tensor(out)
+    y = np.asarray(split.y)
+    expert_of = np.zeros(len(y), dtype=np.int64) if expert_of is None else expert_of
+    scores = score_outputs(
+        out_t,
+        y,
+        task.loss,
+        expert_of,
+        n_experts,
+        source=split.source,
+        crps_samples=crps_samples,
+        seed=seed,
+    )
+    scores["test_coverage_80"] = None
+    scores["forecast"] = None
+    if task.loss == "student_t":
+        params = out_t.detach().double().cpu().numpy()
+        q = t_quantiles(params[..., 0], params[..., 1], params[..., 2], (0.1, 0.9))
+        scores["test_coverage_80"] = coverage(y, q[0.1], q[0.9])["overall"]
+        if split is task.test:
+            scores["forecast"] = task_test_scores(out_t, task)
+    return scores
+
+
 def in_target_units(scores: dict, out, y: np.ndarray, std: float) -> dict:
     """Regression on a standardised target (a table): `score_outputs`' RMSE and CRPS of
     the Student-t, and the MAE of its median, in the target's own units (times `std`).
@@ -111,6 +153,7 @@ __all__ = [
     "evaluate_forecasts",
     "forecast_metrics",
     "in_target_units",
+    "method_scores",
     "score_outputs",
     "without_moe_densities",
 ]

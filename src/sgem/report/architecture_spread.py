@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..baselines.base import BaselineSetup, CandidateLog, make_trainer
+from ..baselines.base import CandidateLog
 from ..data.task import ClusteredTask
+from ..methods.budget import MethodBudget
 from ..random_streams import Stream, stream_rng
 from ..space.arch import CellSpace
 from ..train.trainer import TrainConfig
@@ -28,8 +29,8 @@ def measure_architecture_spread(
     on its domain's region under oracle routing (the task's `oracle_partition`)."""
     if task.oracle_partition is None:
         raise ValueError("measure_architecture_spread needs task.oracle_partition")
-    setup = BaselineSetup(space=space, train=train_config)
-    log = CandidateLog(make_trainer(task, setup, "the architecture spread"), seed)
+    budget = MethodBudget(seed=seed, space=space, train=train_config)
+    log = CandidateLog(budget.trainer(task, "the architecture spread"), seed)
     archs = space.sample_many(n_archs, stream_rng(seed, Stream.ARCH_SPREAD))
     names = task.meta.get("domain_names")
     out = {}

@@ -1,22 +1,19 @@
-"""SGEM on one task and seed: the search, then the final stage (`sgem.final.run_final`).
+"""SGEM on one task and seed for the Python API: `sgem.methods.SgemMethod` under the
+budget its search config implies.
 
-The Python API and the benchmarks call `run_sgem`; `sgem run` / `sgem fit` go through
-`sgem.run.pipeline`, which runs the same two stages with a run directory around them. The
-returned `MethodResult`'s `row()` is the one result schema; `save()` writes the model
-directory `sgem.load` reads.
+`sgem run` / `sgem fit` go through `sgem.run.pipeline`, which runs the same two stages
+with a run directory around them. The returned `MethodResult`'s `row()` is the one result
+schema; `save()` writes the model directory `sgem.load` reads.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ..data.task import ClusteredTask
-from ..final.protocol import FinalProtocol
-from ..final.result import MethodResult, drop_empty_experts
-from ..final.stage import run_final
+from ..methods.result import MethodResult, drop_empty_experts
+from ..methods.sgem import SgemMethod
 from ..search.config import SearchConfig
-from ..search.sgem import SGEM
 from ..space.arch import CellSpace
 
 
@@ -31,17 +28,25 @@ def run_sgem(
     crps_samples: int = 100,
     device: str = "cpu",
     progress: bool = False,
+    deadline: float | None = None,
     **fit_options: Any,
 ) -> MethodResult:
     """SGEM end to end: the search (`fit_options` go to `SGEM.fit`: store, executor,
-    resume, deadline), then the final stage under the protocol of `config` and the final
-    keys (`FinalProtocol.from_config`)."""
-    started = time.perf_counter()
+    resume; `listener` to `SGEM`), then the final stage under the protocol of `config` and
+    the final keys (`FinalProtocol.from_config`)."""
     listener = fit_options.pop("listener", None)
-    search = SGEM(space, config, seed=seed, progress=progress, listener=listener, device=device)
-    found = search.fit(task, **fit_options)
-    protocol = FinalProtocol.from_config(config, final_length, final_epochs, crps_samples)
-    return run_final(task, search.trainer_, found, None, protocol, seed=seed, started=started)
+    budget = SgemMethod.budget_of(
+        config,
+        seed,
+        space=space,
+        final_epochs=final_epochs,
+        final_length=final_length,
+        crps_samples=crps_samples,
+        device=device,
+        deadline=deadline,
+    )
+    method = SgemMethod(config, progress=progress, listener=listener, **fit_options)
+    return method.fit_evaluate(task, budget)
 
 
 __all__ = ["MethodResult", "drop_empty_experts", "run_sgem"]

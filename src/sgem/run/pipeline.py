@@ -28,9 +28,9 @@ from ..execution.progress import shown
 from ..final.calibration import calibrate_final, target_units
 from ..final.protocol import FinalProtocol
 from ..final.reference import add_references
-from ..final.result import drop_empty_experts
 from ..final.stage import run_final
 from ..leaderboard import compete
+from ..methods.result import drop_empty_experts
 from ..moe.artifact import save_final_moe
 from ..presets import PRESET_NAMES
 from ..search.sgem import SGEM
@@ -292,6 +292,7 @@ def _stages(
             references_skipped = final_cut  # no time left to train them
             with shown(progress), clock.timed("references"):  # warm starts scored theirs
                 if not references_skipped:
+                    assert final.report is not None
                     add_references(
                         final.report,
                         task,
@@ -343,7 +344,7 @@ def _stages(
         )
     timing["calibration"] = calibration.seconds
     t0 = time.perf_counter()
-    result = result_json(task, found, final.report.to_json(), seed, time.perf_counter() - start)
+    result = result_json(task, found, final, seed, time.perf_counter() - start)
     result |= calibration.result_fields()
     if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
         result |= target_units(task, final)

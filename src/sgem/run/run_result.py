@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..methods.result import MethodResult
 from ..moe.scoring import without_moe_densities
 from ..search.sgem import SearchResult
 from .budget_clock import BudgetClock
@@ -49,8 +50,13 @@ def why_it_ended(result: dict, clock: BudgetClock, planned, configured) -> str:
 
 
 def result_json(
-    task: ClusteredTask, found: SearchResult, moe: dict, seed: int, seconds: float
+    task: ClusteredTask, found: SearchResult, final: MethodResult, seed: int, seconds: float
 ) -> dict:
+    """result.json's content: the search, the final stage and every metric of the final
+    MoE's row (`MethodResult.row`, the one row of every method)."""
+    assert final.report is not None, "result.json describes a final MoE"
+    moe = final.report.to_json()
+    row = final.row(task)
     return (
         {
             "task": task.name,
@@ -64,9 +70,9 @@ def result_json(
             "oracle_match": found.oracle_match,
             "region_val_losses": found.region_val_losses,
             "selection": found.selection,
-            "test_accuracy": moe["test_accuracy"],
-            "test_nll": moe["test_nll"],
-            "per_expert_test_accuracy": moe["per_expert_test_accuracy"],
+            "test_accuracy": row["test_accuracy"],
+            "test_nll": row["test_nll"],
+            "per_expert_test_accuracy": row["per_expert_test_accuracy"],
             "n_trained": found.n_trained,
             # optimiser steps each final expert trained for; with final_length "validation"
             # also how each was chosen (best step, tracking curve)
@@ -85,7 +91,7 @@ def result_json(
             "cluster_sizes": task.cluster_sizes.tolist(),
             "versions": versions(),
         }
-        | (_forecast_json(task, moe) if task.loss == "student_t" else {})
+        | (_forecast_json(task, moe, row) if task.loss == "student_t" else {})
         | _target_units(task, moe)
     )
 
@@ -101,19 +107,29 @@ def _target_units(task: ClusteredTask, moe: dict) -> dict:
     }
 
 
-def _forecast_json(task: ClusteredTask, moe: dict) -> dict:
+#: the row's metrics of Student-t outputs that result.json carries besides NLL and CRPS: the
+#: raw 80 % interval's coverage; for windowed series MASE (the data's seasons) and wQL
+_SERIES_METRICS = (
+    "test_coverage_80",
+    "test_mase",
+    "test_wql",
+    "per_domain_test_mase",
+    "per_domain_test_wql",
+    "mase_seasons",
+)
+
+
+def _forecast_json(task: ClusteredTask, moe: dict, row: dict) -> dict:
     """The forecasting scores (student_t tasks only, so other result.json stay as they were)."""
-    names = task.meta.get("domain_names")
-    per_domain = {(names[int(d)] if names else d): v for d, v in moe["per_domain_test_nll"].items()}
     return {
-        "test_crps": moe["test_crps"],
-        "test_crps_closed_form": moe["test_crps_closed_form"],
-        "per_domain_test_nll": per_domain,
+        "test_crps": row["test_crps"],
+        "test_crps_closed_form": row["test_crps_closed_form"],
+        "per_domain_test_nll": row["per_domain_test_nll"],
         "final_steps_per_expert": moe["steps"],
-        "domain_names": names,
+        "domain_names": task.meta.get("domain_names"),
         "n_clusters": task.n_clusters,
         "n_windows": {s: len(getattr(task, s)) for s in ("train", "val", "test")},
-    }
+    } | {k: row[k] for k in _SERIES_METRICS if row.get(k) is not None}
 
 
 MODEL_DIR = "model"
