@@ -45,6 +45,10 @@ def test_cli_run_writes_forecasting_scores_and_recovery(ts_run):
     # the sample CRPS (20 samples in the smoke config) agrees with the closed form
     assert result["test_crps"] == pytest.approx(result["test_crps_closed_form"], rel=0.1)
     assert set(result["per_domain_test_nll"]) == set(OFFLINE_FILES)
+    # every metric of the final MoE's row: MASE with the data's seasons, wQL, coverage
+    assert result["test_mase"] > 0 and result["test_wql"] > 0
+    assert set(result["per_domain_test_mase"]) == set(OFFLINE_FILES)
+    assert 0.0 <= result["test_coverage_80"] <= 1.0
     assert result["domain_names"] == list(OFFLINE_FILES)
     assert len(result["routing"]) == result["n_clusters"] <= 6
     assert sum(result["n_windows"].values()) == 400

@@ -1,0 +1,75 @@
+"""The method layer: one budget, one result, one row for SGEM and every baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sgem.baselines import available, get_baseline
+from sgem.data.timeseries import make_timeseries_task
+from sgem.methods import Method, MethodBudget, MethodResult, SgemMethod, get_method
+from sgem.methods.budget import Shared
+from sgem.moe.scoring import method_scores
+from sgem.search.config import SearchConfig
+from sgem.space.timeseries import TimeSeriesSpace
+from sgem.train.trainer import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def task():
+    rng, t = np.random.default_rng(0), np.arange(300)
+    domains = {
+        "cycle": [10 + 3 * np.sin(2 * np.pi * t / 12) + rng.normal(0, 0.3, 300)],
+        "walk": [50 + np.cumsum(rng.normal(0, 1, 300))],
+    }
+    return make_timeseries_task(domains, n_windows=160, n_clusters=4, context=24, horizon=6, seed=0)
+
+
+def test_every_registered_method_has_the_one_shape():
+    for name in ["sgem", *available()]:
+        assert isinstance(get_method(name), Method), name
+
+
+def test_a_direct_forecaster_is_a_result_with_outputs_and_every_metric(task):
+    budget = MethodBudget(seed=0, crps_samples=20)
+    result = get_baseline("seasonal_naive").fit_evaluate(task, budget)
+    assert isinstance(result, MethodResult) and result.moe is None and result.assignment is None
+    row = result.row(task)
+    scores = method_scores(task, result.test_output, crps_samples=20, seed=0)
+    assert row["test_nll"] == scores["test_nll"] and row["test_crps"] == scores["test_crps"]
+    assert row["test_mase"] > 0 and row["test_wql"] > 0 and 0 <= row["test_coverage_80"] <= 1
+    assert row["assignment"] is None and row["seed"] == 0 and row["n_trained"] == 0
+
+
+def test_the_trainer_is_built_once_per_task_and_shared(task):
+    space = TimeSeriesSpace(op_names=("linear_trend", "skip"), n_nodes=1, channels=2, patch_len=6)
+    budget = MethodBudget(seed=0, space=space, train=TrainConfig(steps=2), n_experts=2)
+    assert budget.trainer(task, "a") is budget.trainer(task, "b")
+    assert budget.replace(seed=1).trainer(task, "c") is budget.trainer(task, "a")
+    assert budget.replace(shared=Shared()).trainer(task, "d") is not budget.trainer(task, "a")
+
+
+def test_sgem_refuses_a_budget_that_disagrees_with_its_search_config(task):
+    cfg = SearchConfig(n_experts=2)
+    with pytest.raises(ValueError, match="budget_of"):
+        SgemMethod(cfg).fit_evaluate(task, MethodBudget(n_experts=3))
+
+
+def test_a_budget_names_a_bad_final_length():
+    with pytest.raises(ValueError, match="unknown final length"):
+        MethodBudget(final_length="long")
+
+
+def test_scores_of_a_tensor_and_an_array_agree(task):
+    out = torch.stack(
+        [
+            torch.zeros(len(task.test), 6),
+            torch.ones(len(task.test), 6),
+            torch.full((len(task.test), 6), 5.0),
+        ],
+        dim=-1,
+    ).double()
+    a = method_scores(task, out.double(), crps_samples=10)
+    b = method_scores(task, out.double().numpy(), crps_samples=10)
+    assert a["test_nll"] == b["test_nll"] and np.isfinite(a["test_crps"])
