@@ -44,9 +44,9 @@ def test_a_worse_partition_is_rejected(search) -> None:
     sizes = task.cluster_sizes.astype(float)
     rng = np.random.default_rng(0)
     record = s.explorer_.evaluate_jump([LINEAR_CELL, RING_CELL], oracle, worse, sizes, rng, t=99)
-    assert record["accepted"] is False
-    assert record["measured_proposal"] < record["measured_current"]
-    assert record["proposal"] == worse.tolist()
+    assert record.accepted is False
+    assert record.measured_proposal < record.measured_current
+    assert record.proposal == worse.tolist()
 
 
 def test_a_better_partition_is_accepted(search) -> None:
@@ -58,8 +58,8 @@ def test_a_better_partition_is_accepted(search) -> None:
     record = s.explorer_.evaluate_jump(
         [LINEAR_CELL, RING_CELL], scrambled, oracle, sizes, rng, t=99
     )
-    assert record["accepted"] is True
-    assert record["measured_proposal"] > record["measured_current"]
+    assert record.accepted is True
+    assert record.measured_proposal > record.measured_current
 
 
 def test_identical_proposal_is_not_evaluated(search) -> None:
@@ -73,7 +73,7 @@ def test_identical_proposal_is_not_evaluated(search) -> None:
         np.random.default_rng(0),
         t=99,
     )
-    assert record["accepted"] is False and len(s.store_) == n_before
+    assert record.accepted is False and len(s.store_) == n_before
 
 
 def test_returned_partition_is_the_best_measured_finalist() -> None:

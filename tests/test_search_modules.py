@@ -310,7 +310,7 @@ def test_equal_effort_jumps_train_both_partitions_with_one_set(space, equal_effo
     assert same == equal_effort
     if equal_effort:
         assert all(trained["proposal"][k] <= trained["current"][k] for k in range(2))
-    assert record["accepted"] == (record["measured_proposal"] > record["measured_current"])
+    assert record.accepted == (record.measured_proposal > record.measured_current)
     auto = SearchConfig(equal_effort_jumps="auto", geometric_above=40)
     assert not auto.equal_effort_for(20) and not auto.equal_effort_for(40)
     assert auto.equal_effort_for(41) and SearchConfig(n_experts=4).equal_effort_for(20)

@@ -1,11 +1,14 @@
 """The search state saved at the end of every iteration, so a resumed run continues exactly.
 
 Everything that decides what happens next is in it: routing logits, incumbents, surrogate
-weights, both RNG states, the trace, the visible observations (in order) and the failure
-count. It is written as plain data, never as a pickle, so reading a run directory cannot
-execute anything: a JSON document (floats written with `repr`, so they round-trip exactly;
-PCG64 states are plain big ints; NaN and infinities as JSON's common extension) plus one
-safetensors blob with the tensors and arrays, referenced from the document by name.
+weights, both RNG states, the trace, the visible observations (in order), the failure
+count and the batches in flight (`search.handoffs.InFlight.to_state`; none at lag 0, and
+none in the checkpoints of the synchronous loop before it was the loop at lag 0, which
+therefore resume as they are). It is written as plain data, never as a pickle, so reading
+a run directory cannot execute anything: a JSON document (floats written with `repr`, so
+they round-trip exactly; PCG64 states are plain big ints; NaN and infinities as JSON's
+common extension) plus one safetensors blob with the tensors and arrays, referenced from
+the document by name.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ class Restored:
     archs: list[Arch]
     trace: list[dict]
     failures: int
+    in_flight: list[dict]  # `InFlight.to_state` of each batch in flight, in order
 
 
 def save_state(
@@ -109,6 +113,7 @@ def save_state(
     surrogate: Surrogate,
     trace: list[dict],
     failures: int,
+    in_flight: list[dict] | None = None,
 ) -> None:
     document, tensors = encode_checkpoint(
         {
@@ -121,6 +126,7 @@ def save_state(
             "trace": trace,
             "visible": store.visible_keys(),
             "failures": failures,
+            "in_flight": list(in_flight or []),
         }
     )
     store.save_checkpoint(t, document, tensors)
@@ -141,6 +147,7 @@ def restore_state(
         archs=[Arch.from_json(a) for a in state["archs"]],
         trace=list(state["trace"]),
         failures=int(state["failures"]),
+        in_flight=list(state.get("in_flight", [])),
     )
 
 

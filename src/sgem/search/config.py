@@ -98,7 +98,7 @@ class SearchConfig:
     # over the experts and chosen jointly (acquisition.acquire_batch), instead of
     # `acquisitions_per_expert` per expert; the incumbents are measured as before
     batch_size: int = 0
-    # pipeline d > 0: S-steps overlap with training at a fixed lag (search.pipelined): batch
+    # pipeline d > 0: S-steps overlap with training at a fixed lag (search.loop): batch
     # t is proposed while batches t-d .. t-1 train, from the surrogate fitted on batches
     # <= t-d-1, so workers need not wait on a refit; the same search on every executor.
     # 1 suffices when a step's training outlasts a refit; more hides slower refits at the

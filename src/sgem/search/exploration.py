@@ -9,7 +9,7 @@ partition.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -20,6 +20,7 @@ from ..surrogate.model import LossModel, Surrogate
 from .architecture import score_pool
 from .config import SearchConfig
 from .geometry import centroid_kmeans
+from .jump import Jump
 from .ledger import Job, Ledger, region_value
 from .store import Observation
 
@@ -105,7 +106,7 @@ class ExplorationBatch:
     masks: list[Job]
     current: list[Job]
     proposed: list[Job]
-    jump: dict | None
+    jump: Jump | None
 
     @property
     def jobs(self) -> list[Job]:
@@ -174,15 +175,15 @@ class Explorer:
         assignment: np.ndarray,
         sizes: np.ndarray,
         outcomes: list[Observation | None],
-    ) -> dict | None:
+    ) -> Jump | None:
         """The jump's verdict from the outcomes of `batch.jobs` (in that order); the record
         as it is when the jump trained nothing, None when there was no jump."""
-        if batch.jump is None or "reason" in batch.jump:
+        if batch.jump is None or batch.jump.reason is not None:
             return batch.jump
         start = len(batch.masks)
         middle = start + len(batch.current)
         return self.decide_jump(
-            dict(batch.jump), archs, assignment, sizes, outcomes[start:middle], outcomes[middle:]
+            batch.jump, archs, assignment, sizes, outcomes[start:middle], outcomes[middle:]
         )
 
     def mask_jobs(
@@ -326,7 +327,7 @@ class Explorer:
         sizes: np.ndarray,
         rng: np.random.Generator,
         t: int,
-    ) -> tuple[dict, list[Job], list[Job]]:
+    ) -> tuple[Jump, list[Job], list[Job]]:
         """A jump whose trainings go out with a batch and are judged later (`decide_jump`):
         the record so far, then the jobs measuring the current and the proposed partition
         (none when the proposal equals the current routing: the record is then final)."""
@@ -339,28 +340,26 @@ class Explorer:
         proposal: np.ndarray,
         sizes: np.ndarray,
         rng: np.random.Generator,
-    ) -> tuple[dict, list[Job], list[Job]]:
+    ) -> tuple[Jump, list[Job], list[Job]]:
         """`jump_jobs` for a given proposal."""
-        record: dict = {"proposal": np.asarray(proposal).tolist(), "accepted": False}
+        record = Jump(np.asarray(proposal).tolist())
         if np.array_equal(proposal, assignment):
-            record["reason"] = "proposal equals the current routing"
-            return record, [], []
+            return replace(record, reason="proposal equals the current routing"), [], []
         current, proposed = self.jump_slots(archs, assignment, proposal, sizes, rng)
         return record, self.slot_jobs(assignment, current), self.slot_jobs(proposal, proposed)
 
     def decide_jump(
         self,
-        record: dict,
+        record: Jump,
         archs: list[Arch],
         assignment: np.ndarray,
         sizes: np.ndarray,
         current: list[Observation | None],
         proposed: list[Observation | None],
-    ) -> dict:
+    ) -> Jump:
         """Judge a `jump_jobs` proposal on the outcomes of its trainings (as `evaluate_jump`)."""
-        proposal = np.asarray(record["proposal"])
-        return _judged(
-            record,
+        proposal = np.asarray(record.proposal)
+        return record.verdict(
             self.partition_value(assignment, archs, sizes, current),
             self.partition_value(proposal, archs, sizes, proposed),
         )
@@ -373,27 +372,12 @@ class Explorer:
         sizes: np.ndarray,
         rng: np.random.Generator,
         t: int,
-    ) -> dict:
+    ) -> Jump:
         """Accept `proposal` only if its *measured* objective beats the current partition's
-        (both partitions' trainings in one batch, judged as the search loops judge them)."""
+        (both partitions' trainings in one batch, judged as the search loop judges them)."""
         record, current, proposed = self._jobs_for(archs, assignment, proposal, sizes, rng)
         batch = ExplorationBatch([], current, proposed, record)
         outcomes = self.ledger.train(batch.jobs, t) if batch.jobs else []
         settled = self.settle(batch, archs, assignment, sizes, outcomes)
         assert settled is not None
         return settled
-
-
-def _judged(
-    record: dict, current: tuple[float, list[Arch]], proposed: tuple[float, list[Arch]]
-) -> dict:
-    """The jump record with its verdict: accepted only if the proposal measured better."""
-    (current_value, current_archs), (proposal_value, proposal_archs) = current, proposed
-    accepted = proposal_value > current_value
-    record.update(
-        accepted=bool(accepted),
-        measured_current=current_value,
-        measured_proposal=proposal_value,
-        architectures=[a.to_json() for a in (proposal_archs if accepted else current_archs)],
-    )
-    return record

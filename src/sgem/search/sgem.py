@@ -14,8 +14,10 @@
       refit       the surrogate on all visible observations; checkpoint (checkpoint)
     return        the best *measured* finalist partition, per-region refit (selection)
 
-With `batch_size` the S-step chooses a joint batch (acquisition.acquire_batch); with
-`pipeline` d > 0 the iterations overlap with training at a fixed lag d (pipelined).
+The iterations run in `search.loop` at a lag d (`pipeline`): d = 0 is the loop above,
+one step after the other; d > 0 overlaps the steps with training (batch t is proposed
+while batches t-d .. t-1 train). With `batch_size` the S-step chooses a joint batch
+(acquisition.acquire_batch).
 
 Every training goes through the `Ledger` (reuse, retry, request order); every comparison of
 real outcomes uses its `region_value`. The state is checkpointed after every iteration, so
@@ -41,16 +43,17 @@ from ..space.arch import Arch, CellSpace
 from ..surrogate.model import Surrogate
 from ..surrogate.scalar import ScalarReduced
 from ..train.trainer import Trainer
-from .acquisition import acquire, outcome_tau, predicted_losses
+from .acquisition import acquire
 from .architecture import architecture_m_step
 from .checkpoint import decode_checkpoint, restore_state, save_state
 from .config import SearchConfig
-from .exploration import ExplorationBatch, Explorer, hard_logits
+from .exploration import Explorer
 from .geometry import cluster_centroids, geometry_partition
+from .handoffs import Proposal, oracle_match
 from .ledger import Ledger
+from .loop import SearchLoop
 from .masks import geometric_mask, log_uniform_size_mask
-from .objective import e_step, hard_routing, objective
-from .pipelined import PipelinedLoop, Proposal, oracle_match, progress_bar, show_row
+from .objective import e_step, hard_routing
 from .routing import expected_losses, routing_m_step
 from .selection import canonical_partition, finalise
 from .store import ObservationStore
@@ -162,19 +165,20 @@ class SGEM:
             with self.timer_.phase("initial_design"):
                 logits, archs = self._initialise(task.n_clusters, rng, centroids)
             trace: list[dict] = []
-            t_done = 0
-            self._checkpoint(0, logits, archs, rng, trace)
+            t_done, in_flight = 0, []
+            with self.timer_.phase("checkpoint"):
+                save_state(
+                    self.store_, 0, logits, archs, rng, self.surrogate_, trace, self.failures_
+                )
         else:
             restored = restore_state(state, self.store_, self.surrogate_, rng)
             logits, archs, trace = restored.logits, restored.archs, restored.trace
             t_done, self.ledger_.failures = restored.iteration, restored.failures
+            in_flight = restored.in_flight
             self.listener("restored", {"trace": trace, "iteration": t_done})
 
-        if cfg.pipeline:
-            loop = PipelinedLoop(self, task, sizes, rng, trace)
-            logits, archs, stopped_at = loop.run(t_done, logits, archs, state)
-        else:
-            logits, archs, stopped_at = self._loop(task, t_done, logits, archs, trace, sizes, rng)
+        loop = SearchLoop(self, task, sizes, rng, trace)
+        logits, archs, stopped_at = loop.run(t_done, logits, archs, in_flight)
 
         routing = softmax(logits, axis=1)
         last = hard_routing(routing)  # the final iterate's partition: one of the finalists
@@ -215,7 +219,7 @@ class SGEM:
             routing=routing,
             trace=trace,
             store=self.store_,
-            oracle_match=_match(assignment, task),
+            oracle_match=oracle_match(assignment, task),
             n_trained=len(self.store_),
             seconds=time.perf_counter() - start,
             region_val_losses=region_losses,
@@ -223,36 +227,6 @@ class SGEM:
             selection=selection,
             timing=self.timer_.snapshot(),
         )
-
-    def _loop(
-        self,
-        task: ClusteredTask,
-        t_done: int,
-        logits: np.ndarray,
-        archs: list[Arch],
-        trace: list[dict],
-        sizes: np.ndarray,
-        rng: np.random.Generator,
-    ) -> tuple[np.ndarray, list[Arch], int | None]:
-        """Iterations t_done + 1 .. T, one after the other; returns the final logits and
-        incumbents, and the last iteration done if the deadline stopped the loop early."""
-        cfg = self.config
-        iterations = progress_bar(t_done, cfg.n_iterations, self.progress)
-        stopped_at = None
-        took = 0.0  # the last iteration's seconds: one that would end past the deadline waits
-        for t in iterations:
-            if self.deadline is not None and time.perf_counter() + took > self.deadline:
-                stopped_at = t - 1
-                break
-            begun = time.perf_counter()
-            logits, archs, row = self._iteration(t, task, logits, archs, sizes, rng)
-            took = time.perf_counter() - begun
-            trace.append(row)
-            self._checkpoint(t, logits, archs, rng, trace)
-            self.listener("iteration", {"row": row})
-            show_row(iterations, row, len(self.store_), self.progress)
-        iterations.close()
-        return logits, archs, stopped_at
 
     def _setup(
         self,
@@ -295,62 +269,6 @@ class SGEM:
         self.ledger_.train(init_jobs, 0)
         self._refit(0)
         return logits, archs
-
-    def _iteration(
-        self,
-        t: int,
-        task: ClusteredTask,
-        logits: np.ndarray,
-        archs: list[Arch],
-        sizes: np.ndarray,
-        rng: np.random.Generator,
-    ) -> tuple[np.ndarray, list[Arch], dict]:
-        """One EM iteration: E-step, M-steps on R and alpha, S-step, exploration, refit."""
-        cfg = self.config
-        k_experts = cfg.n_experts
-        t0, n_before = time.perf_counter(), len(self.store_)
-        clock, timing_before = self.timer_, self.timer_.snapshot()
-        p = self._propose(t, task, logits, archs, sizes, rng)
-        logits, archs, routing, assignment = p.logits, p.archs, p.routing, p.assignment
-        uniforms, r_info = p.uniforms, {"accepted": p.routing_step_accepted}
-        # exploration: affinity masks and a partition jump (accepted on measured J only),
-        # decided now so that they train in one batch with the S-step's candidates
-        explored = ExplorationBatch([], [], [], None)
-        if cfg.explore and t % cfg.explore_every == 0:
-            with clock.phase("exploration"):
-                explored = self.explorer_.batch(archs, assignment, sizes, rng, t)
-        # S-step: train the LCB-chosen candidates (and measure the incumbents)
-        with clock.phase("acquisition"):
-            predicted = predicted_losses(self.surrogate_, p.jobs)
-            done = self.ledger_.train([*p.jobs, *explored.jobs], t)
-            tau = outcome_tau(predicted, done[: len(p.jobs)], self.surrogate_.clip_value_)
-        with clock.phase("exploration"):
-            jump = self.explorer_.settle(explored, archs, assignment, sizes, done[len(p.jobs) :])
-        if jump is not None and jump["accepted"]:
-            assignment = np.asarray(jump["proposal"])
-            archs = [Arch.from_json(a) for a in jump["architectures"]]
-            logits = hard_logits(assignment, k_experts)
-            routing = softmax(logits, axis=1)
-        self._refit(t)
-
-        u_now = expected_losses(self.u_, archs, routing, uniforms)
-        row = {
-            "iteration": t,
-            "objective": objective(routing, u_now, sizes),
-            "measured_objective": self.ledger_.measured_objective(archs, assignment, sizes),
-            "routing": assignment.tolist(),
-            "oracle_match": _match(assignment, task),
-            "architectures": [a.key for a in archs],
-            "routing_step_accepted": bool(r_info["accepted"]),
-            "kendall_tau": tau,
-            "jump": jump,
-            "trained": len(self.store_) - n_before,
-            "n_trained": len(self.store_),
-            "failures": self.failures_,
-            "seconds": time.perf_counter() - t0,
-            "phase_seconds": PhaseTimer.difference(clock.snapshot(), timing_before),
-        }
-        return logits, archs, row
 
     def _propose(
         self,
@@ -440,13 +358,5 @@ class SGEM:
                 self.store_.archs, self.store_.masks, self.store_.losses, seed=self.seed + iteration
             )
 
-    def _checkpoint(
-        self, t: int, logits: np.ndarray, archs: list[Arch], rng: np.random.Generator, trace
-    ) -> None:
-        with self.timer_.phase("checkpoint"):
-            save_state(self.store_, t, logits, archs, rng, self.surrogate_, trace, self.failures_)
-
-
-_match = oracle_match
 
 __all__ = ["SGEM", "SearchResult", "canonical_partition"]
