@@ -157,7 +157,8 @@ def test_a_fit_done_early_says_why(table, tmp_path) -> None:
 
 def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:
     from sgem.data import make_toy_task
-    from sgem.final import FinalProtocol, drop_empty_experts, run_final
+    from sgem.final import FinalProtocol, run_final
+    from sgem.methods import drop_empty_experts
     from sgem.search.sgem import SearchResult
     from sgem.space import TabularSpace
     from sgem.train import TrainConfig, Trainer

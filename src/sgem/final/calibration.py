@@ -11,9 +11,14 @@ predictions (`sgem.moe.calibration`) are applied to the refitted model, as AutoG
 for its refit_full models: the refit saw more data, so if anything it is slightly better
 than the networks calibrated, and the intervals err on the wide side. With a "-norefit"
 length the final networks ARE trained on the training samples only, so they predict
-validation directly and nothing is trained. The extra trainings cost about one final
-retrain on 80 % of the data (tiny for tables); `FinalCalibration.seconds` reports it and
-result.json's timing carries it as "calibration".
+validation directly and nothing is trained. With a validation-chosen length each expert's
+own tracking run (its region's training samples, scored on validation at every evaluation)
+already holds those predictions at the chosen length (`LengthChoice.val_output`): they are
+used as they are and nothing is trained either (training again for the best step count
+gave a network of the same data and length, at the cost of one more final retrain, which
+under a time budget on series left no time for the leaderboard). Otherwise the extra
+trainings cost about one final retrain on 80 % of the data (tiny for tables);
+`FinalCalibration.seconds` reports it and result.json's timing carries it as "calibration".
 """
 
 from __future__ import annotations
@@ -89,6 +94,12 @@ def validation_outputs(
         region = assignment == k
         tr, va = region[task.train.cluster], region[task.val.cluster]
         if not final.moe.used[k] or not tr.any() or not va.any():
+            continue
+        kept = (report.val_outputs or [None] * (k + 1))[k]
+        if kept is not None and len(kept) == int(va.sum()):  # its tracking run's, as is
+            if out is None:
+                out = np.zeros((len(task.val), *kept.shape[1:]))
+            out[va], has[va] = kept, True
             continue
         tracked = (report.final_length or [None] * (k + 1))[k]
         init = None

@@ -77,14 +77,18 @@ class ExpertFit:
     module: nn.Module | None = None
     state: dict[str, torch.Tensor] | None = None
     track_state: dict[str, torch.Tensor] | None = None
+    #: the tracking run's outputs on the region's validation samples at the chosen length
+    #: (`LengthChoice.val_output`): the expert's out-of-sample validation predictions
+    val_output: np.ndarray | None = None
 
     def portable(self) -> ExpertFit:
         """The weights on the CPU instead of the module, to send between processes."""
         track = _cpu(self.track_state) if self.track_state is not None else None
-        if self.module is None:  # a tracking run only: nothing to send but its summary
-            return ExpertFit(self.steps, self.length, state=self.state, track_state=track)
-        state = _cpu(self.module.state_dict())
-        return ExpertFit(self.steps, self.length, state=state, track_state=track)
+        # a tracking run only has no module: nothing to send but its summary
+        state = self.state if self.module is None else _cpu(self.module.state_dict())
+        return ExpertFit(
+            self.steps, self.length, state=state, track_state=track, val_output=self.val_output
+        )
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The retrained weights, on the CPU (what a warm start fine-tunes)."""
@@ -134,22 +138,23 @@ def fit_expert(
     keep_tracked = job.rule is not None and not job.rule.refit
     # without a refit the final network is the tracked one: track again to have its weights
     length = None if keep_tracked else job.known_length
-    track_state = None
+    track_state, val_output = None, None
     if length is None and job.rule is not None:
         choice = _validation_length(task, trainer, job, x, y)
         if choice is not None:
             length, track_state = choice.to_json(), choice.best_state
+            val_output = choice.val_output
     if length is not None:
         k_steps = int(length["refit_steps"])
     elif job.init is not None:  # nothing to choose a fine-tuning length on: keep the start
         k_steps = 0
     if job.track_only:
-        return ExpertFit(k_steps, length, track_state=track_state)
+        return ExpertFit(k_steps, length, track_state=track_state, val_output=val_output)
     if keep_tracked and track_state is not None:  # the tracked network is the final one
-        return ExpertFit(k_steps, length, state=track_state)
+        return ExpertFit(k_steps, length, state=track_state, val_output=val_output)
     init = job.init.refit_state if job.init is not None else None
     module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init)
-    return ExpertFit(k_steps, length, module=module, track_state=track_state)
+    return ExpertFit(k_steps, length, module=module, track_state=track_state, val_output=val_output)
 
 
 def fit_expert_jobs(

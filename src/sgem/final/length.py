@@ -44,6 +44,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -148,6 +149,10 @@ class LengthChoice:
     #: the weights at `best_step` (only when the caller asked to keep them: a global
     #: network's tracking run, where its experts' tracking runs start)
     best_state: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    #: the network's outputs on the validation samples at `best_step` (float64, model
+    #: units): out-of-sample predictions the leaderboard and the calibration use as they are
+    #: instead of training the network once more on the training samples
+    val_output: np.ndarray | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         return {
@@ -264,12 +269,16 @@ def expert_length(
         loss.backward()
         clip_and_step(model.parameters(), opt, cfg)
 
+    kept: dict = {"loss": math.inf, "output": None}  # the outputs at the best loss so far
+
     def val_loss() -> float:
         model.eval()
         with torch.no_grad():
             out = trainer.predict(model, x_val)
             nll = float(per_sample_nll(out, y_val, trainer.task.loss).double().mean())
         best.offer(nll)
+        if math.isfinite(nll) and nll < kept["loss"]:  # track_validation's rule for the best
+            kept.update(loss=nll, output=out.double().cpu().numpy())
         model.train()
         return nll
 
@@ -278,6 +287,7 @@ def expert_length(
     )
     choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
     choice.best_state = best.weights()
+    choice.val_output = kept["output"]
     return choice
 
 

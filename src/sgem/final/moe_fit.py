@@ -58,6 +58,9 @@ class MoEReport:
     test_coverage_80: float | None = None
     #: the MoE's raw test outputs (model units), what `MethodResult.row` scores; not saved
     output: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    #: per expert, its tracking run's outputs on its region's validation samples (None
+    #: where it had none); `sgem.final.calibration.validation_outputs` uses them; not saved
+    val_outputs: list[np.ndarray | None] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         extra: dict = {}
@@ -166,7 +169,9 @@ def train_final_moe(
     experts: list[nn.Module | None] = [None] * len(architectures)
     used_steps: list[int | None] = [None] * len(architectures)
     lengths: list[dict | None] = [None] * len(architectures)
+    val_outputs: list[np.ndarray | None] = [None] * len(architectures)
     for job, fit in zip(jobs, fits, strict=True):
+        val_outputs[job.index] = fit.val_output
         experts[job.index], used_steps[job.index], lengths[job.index] = fit.materialise(
             trainer, job.arch
         )
@@ -197,6 +202,7 @@ def train_final_moe(
         final_length=lengths if rule is not None else None,
         test_coverage_80=scores["test_coverage_80"],
         output=out.detach().cpu(),
+        val_outputs=val_outputs if rule is not None else None,
         forecast=scores["forecast"],
         global_networks=global_lengths,
         global_networks_test=score_networks(

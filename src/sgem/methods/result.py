@@ -217,6 +217,7 @@ def drop_empty_experts(
         per_expert_test_accuracy=keep(report.per_expert_test_accuracy) or [],
         steps=keep(report.steps) or [],
         final_length=keep(report.final_length),
+        val_outputs=keep(report.val_outputs),
     )
     dropped = [k for k in range(len(final.architectures)) if k not in kept]
     selection = {**(found.selection or {}), "dropped_empty_experts": dropped}

@@ -208,7 +208,8 @@ def plan_search(
     stage first (`plan_final`), then the search in the time it leaves. The plan holds
     `final_length` and `reduced` when the final stage had to be made cheaper.
     `after_final`: the final stage also retrains each expert on the training split alone
-    (`sgem.final.calibration`; free when the final networks are kept unrefitted) and
+    (`sgem.final.calibration`; free when the final networks are kept unrefitted or
+    their length is chosen on validation) and
     the leaderboard trains two global networks twice (`sgem.leaderboard`)."""
     full_units = final_units(cfg, final_length, data_ratio, retrain_units, references)
     configured = cfg
@@ -220,7 +221,9 @@ def plan_search(
     rule_refits = protocol.refit
     after_units = 0.0
     per_network = cfg.final_steps / cfg.train.steps
-    if after_final and rule_refits:  # calibration: a train-only network per expert
+    # calibration: a train-only network per expert, unless its tracking run's validation
+    # outputs serve (a validation-chosen length, `sgem.final.calibration`)
+    if after_final and rule_refits and not protocol.tracked:
         after_units = k * per_network
     if after_final:  # the leaderboard's global networks: train-only, then train + validation
         every = retrain_units if retrain_units is not None else per_network * data_ratio
