@@ -73,3 +73,26 @@ def test_scores_of_a_tensor_and_an_array_agree(task):
     a = method_scores(task, out.double(), crps_samples=10)
     b = method_scores(task, out.double().numpy(), crps_samples=10)
     assert a["test_nll"] == b["test_nll"] and np.isfinite(a["test_crps"])
+
+
+def test_the_leaderboards_references_are_methods_with_validation_and_holdout_outputs(task):
+    from sgem.leaderboard.members import GlobalNetwork, reference_budget, reference_methods
+    from sgem.leaderboard.series_members import ClassicalReference
+    from sgem.train.trainer import Trainer
+
+    space = TimeSeriesSpace(op_names=("linear_trend", "skip"), n_nodes=1, channels=2, patch_len=6)
+    trainer = Trainer(task, space, TrainConfig(steps=2))
+    budget = reference_budget(trainer, 0, steps=3, crps_samples=10)
+    assert budget.trainer(task, "global network") is trainer  # handed down, not rebuilt
+    methods = [GlobalNetwork(space.sample(np.random.default_rng(0))), *reference_methods(space)]
+    assert [m.name for m in methods[1:]] == ["seasonal naive", "AutoETS", "AutoTheta"]
+    for method in methods:
+        assert isinstance(method, Method), method.name
+        result = method.fit_evaluate(task, budget)
+        assert result.val_output.shape[0] == len(task.val), result.method
+        assert result.test_output.shape[0] == len(task.test), result.method
+        assert np.isfinite(result.row(task)["test_nll"]), result.method
+    net = GlobalNetwork(space.sample(np.random.default_rng(0))).fit_evaluate(task, budget)
+    assert net.shippable and net.fitted.network is not None and net.kind == "network"
+    ets = ClassicalReference("AutoETS").fit_evaluate(task, budget)
+    assert ets.fitted.classical.name == "AutoETS" and ets.fitted.classical.spread > 0

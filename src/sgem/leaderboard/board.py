@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask, Split
+from ..methods.result import MethodResult
 from ..moe.combination import (
     WQL_GRID,
     log_density,
@@ -29,8 +30,7 @@ from ..moe.combination import (
     quantile_loss,
     sample_nll,
 )
-from ..moe.scoring import score_outputs
-from .members import Member
+from ..moe.scoring import method_scores
 
 #: greedy ensemble selection: rounds (the weights' resolution is 1 / ROUNDS)
 ROUNDS = 25
@@ -76,14 +76,13 @@ def _greedy(n: int, loss_of, rounds: int) -> np.ndarray:
     return counts / counts.sum()
 
 
-def scores(out: np.ndarray, split: Split, task: ClusteredTask, seed: int, crps_samples: int):
-    """NLL, accuracy or RMSE / CRPS of `out` on `split` (model units)."""
-    raw = score_outputs(
+def scores(out, split: Split, task: ClusteredTask, seed: int, crps_samples: int) -> dict:
+    """NLL, accuracy or RMSE / CRPS of `out` on `split` (model units), as
+    `sgem.moe.scoring.method_scores` scores every method."""
+    raw = method_scores(
+        task,
         torch.as_tensor(out, dtype=torch.float64),
-        np.asarray(split.y),
-        task.loss,
-        np.zeros(len(split.y), dtype=int),
-        1,
+        split,
         crps_samples=crps_samples,
         seed=seed,
     )
@@ -93,20 +92,21 @@ def scores(out: np.ndarray, split: Split, task: ClusteredTask, seed: int, crps_s
 
 def rows(
     task: ClusteredTask,
-    members: list[Member],
+    members: list[MethodResult],
     has_val: np.ndarray,
     seed: int,
     crps_samples: int,
 ) -> list[dict]:
-    """One row per member: validation and holdout scores, seconds, note."""
+    """One row per member (a `MethodResult` with validation and holdout outputs):
+    validation and holdout scores, seconds, note."""
     val = task.val.subset(np.flatnonzero(has_val))
     out = []
     for m in members:
-        row: dict = {"model": m.name, "kind": m.kind, "seconds": round(m.seconds, 3)}
-        if m.val is not None:
-            row["validation"] = scores(m.val[has_val], val, task, seed, crps_samples)
-        if m.test is not None:
-            row["holdout"] = scores(m.test, task.test, task, seed, crps_samples)
+        row: dict = {"model": m.method, "kind": m.kind, "seconds": round(m.seconds, 3)}
+        if m.val_output is not None:
+            row["validation"] = scores(m.val_output[has_val], val, task, seed, crps_samples)
+        if m.test_output is not None:
+            row["holdout"] = scores(m.test_output, task.test, task, seed, crps_samples)
         if m.note:
             row["note"] = m.note
         out.append(row)

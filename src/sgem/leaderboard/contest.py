@@ -25,6 +25,7 @@ import torch
 
 from ..data.task import ClusteredTask
 from ..final.calibration import split_outputs, validation_outputs
+from ..methods.result import Fitted, MethodResult
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
 from ..moe.combination import (
     WQL_GRID,
@@ -35,8 +36,6 @@ from ..moe.combination import (
     quantile_loss,
 )
 from ..moe.scoring import method_scores
-from ..space.tabular import TabularSpace
-from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .board import (
@@ -47,7 +46,7 @@ from .board import (
     rows,
     sample_nll,
 )
-from .members import Member, classical_members, global_network, sklearn_members
+from .members import GlobalNetwork, reference_budget, reference_methods
 
 #: how many of the experts' cells (largest regions first) get a global network
 GLOBAL_CELLS = 2
@@ -101,16 +100,15 @@ def compete(
         why = "the time budget ended during the MoE's validation fits; the searched MoE is saved"
         return Contest({"skipped": why}, final, None)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
-    moe = Member("sgem MoE (searched)", "sgem", moe_val, moe_test)
+    moe = _entry("sgem MoE (searched)", seed, moe_val, moe_test)
     cells = _cells(final, task)
-    globals_ = [global_network(task, trainer, c, seed, steps, epochs) for c in cells]
-    refs: list[Member] = []
-    if isinstance(trainer.space, TabularSpace):
-        refs = sklearn_members(task, seed)
-    elif isinstance(trainer.space, TimeSeriesSpace):
-        refs = classical_members(task)
+    budget = reference_budget(
+        trainer, seed, steps=steps, epochs=epochs, length=length, crps_samples=crps_samples
+    )
+    globals_ = [GlobalNetwork(c).fit_evaluate(task, budget) for c in cells]
+    refs = [m.fit_evaluate(task, budget) for m in reference_methods(trainer.space)]
     members = [moe, *globals_, *refs]
-    usable = [g for g in globals_ if g.shippable and g.val is not None]
+    usable = [g for g in globals_ if g.shippable and g.val_output is not None]
     shipped = final
     fallback: list[int] = []
     evidence: dict = {}
@@ -123,7 +121,7 @@ def compete(
                 task, trainer, final, best, fallback, moe_val, seed, crps_samples
             )
     board = rows(task, members, has, seed, crps_samples)
-    shipped_member = Member("saved model (selective routing)", "sgem", ship_val, ship_test)
+    shipped_member = _entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
     combination, combined = combine(task, ship_val, ship_test, refs, has)
     if combined:
@@ -171,12 +169,26 @@ def per_cluster_validation(
     return out
 
 
-def _val(member: Member) -> np.ndarray:
-    assert member.val is not None
-    return member.val
+def _entry(name: str, seed: int, val: np.ndarray, test: np.ndarray) -> MethodResult:
+    """A leaderboard row of the searched or the saved MoE (outputs made here)."""
+    return MethodResult(name, seed, kind="sgem", val_output=val, test_output=test)
 
 
-def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: np.ndarray):
+def _val(member: MethodResult) -> np.ndarray:
+    assert member.val_output is not None
+    return member.val_output
+
+
+def _test(member: MethodResult) -> np.ndarray:
+    assert isinstance(member.test_output, np.ndarray)
+    return member.test_output
+
+
+def _fitted(member: MethodResult) -> Fitted:
+    return member.fitted or Fitted()
+
+
+def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], has: np.ndarray):
     """The combination of the selective-routing MoE with the members that greedy ensemble
     selection picks on validation (tables: the scikit-learn models; series: AutoETS and
     AutoTheta, refitted per series at forecast time), kept only where it beats the MoE alone
@@ -189,17 +201,18 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
     from ..moe.combination import Combination
     from ..moe.portable import export
 
-    def combinable(m: Member) -> bool:
-        if m.val is None or m.test is None:
+    def combinable(m: MethodResult) -> bool:
+        if m.val_output is None or m.test_output is None:
             return False
-        return bool(m.estimator) if m.kind == "scikit-learn" else m.classical is not None
+        fit = _fitted(m)
+        return bool(fit.estimator) if m.kind == "scikit-learn" else fit.classical is not None
 
     ready = [m for m in refs if combinable(m)]
     if not ready:
         return None, None
     y_val = task.val.y[has]
     outs = [ship_val[has], *[_val(m)[has] for m in ready]]
-    forecasting = any(m.classical is not None for m in ready)
+    forecasting = any(_fitted(m).classical is not None for m in ready)
     fit_on = "validation"
     if forecasting and len(task.test) >= MIN_HOLDOUT_WINDOWS:
         # the holdout asks what a forecast asks: the saved MoE and the members refitted on
@@ -208,7 +221,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
         # file it preferred the MoE's quantiles while the holdout and the competition's
         # future preferred AutoETS' and AutoTheta's)
         fit_on, y_val = "holdout", np.asarray(task.test.y)
-        outs = [ship_test, *[np.asarray(m.test) for m in ready]]
+        outs = [ship_test, *[np.asarray(_test(m)) for m in ready]]
     if forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels),
         # shrunk halfway to equal weights: held-out windows are a few per series and the
         # future is not exchangeable with them; equal weights are the robust default of
@@ -235,22 +248,22 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[Member], has: n
     if not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
         return None, None
     members = [ready[i - 1] for i in used]
+    fits = [_fitted(m) for m in members]
     exported = [
-        (m.classical.state(), {}) if m.classical is not None else export(m.estimator)
-        for m in members
+        (f.classical.state(), {}) if f.classical is not None else export(f.estimator) for f in fits
     ]
     # a forecaster's combined 80 % interval is made to cover 80 % of the steps it was fit on
     spread = conformal_spread(combined, y_val) if forecasting else 1.0
     combination, state, arrays = Combination.build(
         w,
-        [m.name for m in members],
-        [m.scale for m in members],
+        [m.method for m in members],
+        [f.scale for f in fits],
         task,
         exported,
         season=season_of(task.meta if isinstance(task.meta, dict) else None),
         interval_scale=spread,
     )
-    test_outs = [ship_test, *[m.test for m in members]]
+    test_outs = [ship_test, *[_test(m) for m in members]]
     holdout = combination.scores_of(test_outs, np.asarray(task.test.y))
     val_outs = [ship_val[has], *[_val(m)[has] for m in members]]
     validation = combination.scores_of(val_outs, task.val.y[has])
@@ -331,18 +344,25 @@ def selective_routing(
 
 
 def _with_fallback(
-    task, trainer, final, best: Member, fallback: list[int], moe_val, seed: int, crps_samples: int
+    task,
+    trainer,
+    final,
+    best: MethodResult,
+    fallback: list[int],
+    moe_val,
+    seed: int,
+    crps_samples: int,
 ):
     """The `MethodResult` whose clusters in `fallback` go to `best`'s network (a new last
     expert), experts left without a cluster dropped; its validation and holdout outputs."""
     assignment = np.asarray(final.assignment).copy()
     assignment[fallback] = len(final.architectures)
     relabelled, kept = compact_assignment(assignment)
-    experts = [*final.moe.experts, best.network]
-    archs = [*final.architectures, best.cell]
+    experts = [*final.moe.experts, _fitted(best).network]
+    archs = [*final.architectures, _fitted(best).cell]
     moe = ClusterGatedMoE([experts[k] for k in kept], relabelled, [archs[k] for k in kept])
     to_global = np.isin(task.val.cluster, fallback)
-    val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), best.val, moe_val)
+    val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), _val(best), moe_val)
     test = split_outputs(moe, task.test, trainer.device)
     report = _rescored(task, final.report, test, relabelled, kept, seed, crps_samples)
     shipped = replace(
@@ -385,9 +405,13 @@ def _rescored(task, report, test_out, assignment, kept, seed: int, crps_samples:
     )
 
 
-def _ensemble(task: ClusteredTask, members: list[Member], has: np.ndarray) -> dict:
+def _ensemble(task: ClusteredTask, members: list[MethodResult], has: np.ndarray) -> dict:
     """Greedy weighted ensemble of every member with outputs, fitted on validation."""
-    ready = [(m.val, m.test, m.name) for m in members if m.val is not None and m.test is not None]
+    ready = [
+        (_val(m), _test(m), m.method)
+        for m in members
+        if m.val_output is not None and m.test_output is not None
+    ]
     if len(ready) < 2:
         return {}
     y_val = task.val.y[has]

@@ -65,6 +65,13 @@ class SgemMethod:
                 "SgemMethod.budget_of(config, seed, ...)"
             )
 
+    def protocol(self, budget: MethodBudget) -> FinalProtocol:
+        """The final stage's protocol: the budget's length, the config's champion cells and
+        second look."""
+        return FinalProtocol.from_config(
+            self.config, budget.final_length, budget.final_epochs, budget.crps_samples
+        )
+
     def search(self, task: ClusteredTask, budget: MethodBudget) -> tuple[Trainer, SearchResult]:
         """The search alone: (its trainer, its result)."""
         self._check(budget)
@@ -98,15 +105,12 @@ class SgemMethod:
     ) -> MethodResult:
         """The final stage on a finished search under the budget's final length: the
         champion cell and the finalists' second look where the config asks for them."""
-        protocol = FinalProtocol.from_config(
-            self.config, budget.final_length, budget.final_epochs, budget.crps_samples
-        )
         result = run_final(
             task,
             trainer,
             found,
             None,
-            protocol,
+            self.protocol(budget),
             seed=budget.seed,
             started=started,
             executor=executor,

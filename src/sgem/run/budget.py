@@ -312,12 +312,12 @@ def deadline(plan: dict | None) -> float | None:
 
 def _reference_seconds(task: ClusteredTask, space: CellSpace) -> float:
     """The leaderboard's classical forecasters on every validation and holdout window,
-    measured on a few (`sgem.leaderboard.members.classical_seconds`); 0 for other kinds."""
+    measured on a few (`sgem.leaderboard.series_members.classical_seconds`); 0 for other kinds."""
     from ..space.timeseries import TimeSeriesSpace
 
     if not isinstance(space, TimeSeriesSpace):
         return 0.0
-    from ..leaderboard.members import classical_seconds
+    from ..leaderboard.series_members import classical_seconds
 
     return classical_seconds(task)
 

@@ -26,14 +26,12 @@ from ..errors import SgemUserError
 from ..execution.executors import make_executor, resolve_executor
 from ..execution.progress import shown
 from ..final.calibration import calibrate_final, target_units
-from ..final.protocol import FinalProtocol
 from ..final.reference import add_references
-from ..final.stage import run_final
 from ..leaderboard import compete
 from ..methods.result import drop_empty_experts
+from ..methods.sgem import SgemMethod
 from ..moe.artifact import save_final_moe
 from ..presets import PRESET_NAMES
-from ..search.sgem import SGEM
 from ..search.store import ObservationStore
 from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
@@ -243,13 +241,16 @@ def _stages(
         with clock.timed("planning"):
             search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
     # a time budget may have planned a cheaper final stage (budget.plan_final)
-    protocol = FinalProtocol.from_config(
+    budget = SgemMethod.budget_of(
         search_cfg,
-        (plan or {}).get("final_length", cfg.final_length),
-        cfg.final_epochs,
-        cfg.crps_samples,  # forecasting tasks only
+        seed,
+        space=space,
+        final_length=(plan or {}).get("final_length", cfg.final_length),
+        final_epochs=cfg.final_epochs,
+        crps_samples=cfg.crps_samples,  # forecasting tasks only
+        device=device,
+        deadline=deadline(plan),
     )
-    search = SGEM(space, search_cfg, seed=seed, progress=progress, listener=listener, device=device)
     try:
         # in-process executors are built by the search from its own trainer
         executor = (
@@ -265,23 +266,30 @@ def _stages(
                 num_gpus=execution.gpus_per_task,
             )
         )
+        # SGEM as a method: the search with this run's store, executor and trace, then the
+        # final stage; the search's trainer is the run's one trainer, handed to every stage
+        method = SgemMethod(
+            search_cfg,
+            progress=progress,
+            listener=listener,
+            store=store,
+            executor=executor,
+            resume=resume,
+        )
+        protocol = method.protocol(budget)
         try:
             with clock.timed("search"):
-                found = search.fit(
-                    task, store=store, executor=executor, resume=resume, deadline=deadline(plan)
-                )
+                trainer, found = method.search(task, budget)
             # the final MoE (sgem.final.run_final): the champion cell and the finalists'
             # second look where the protocol asks, then the retrain every method shares; a
             # processes executor's warm workers make the tracking runs and retrain side by side
             t0 = time.perf_counter()
             with shown(progress), clock.timed("final_stage"):  # after the EM bar
-                final = run_final(
+                final = method.final(
                     task,
-                    search.trainer_,
+                    budget,
+                    trainer,
                     found,
-                    None,
-                    protocol,
-                    seed=seed,
                     executor=None if isinstance(executor, str) else executor,
                 )
             assert final.search is not None
@@ -296,7 +304,7 @@ def _stages(
                     add_references(
                         final.report,
                         task,
-                        search.trainer_,
+                        trainer,
                         found,
                         seed,
                         steps=protocol.final_steps,
@@ -323,7 +331,7 @@ def _stages(
     with clock.timed("leaderboard"):  # the references; the saved model (selective routing)
         contest = compete(
             task,
-            search.trainer_,
+            trainer,
             final,
             seed,
             steps=protocol.final_steps,
@@ -335,7 +343,7 @@ def _stages(
     with clock.timed("calibration"):  # on out-of-sample validation predictions
         calibration = calibrate_final(
             task,
-            search.trainer_,
+            trainer,
             shipped,
             seed,
             length=length,
@@ -364,7 +372,7 @@ def _stages(
         task,
         space,
         shipped.moe,
-        search.trainer_.n_out,
+        trainer.n_out,
         metrics=shipped_metrics(result, shipped, task, contest.combination),
         members=contest.combination[2] if contest.combination else None,
         info={
