@@ -115,3 +115,14 @@ def test_the_conformal_spread_makes_the_80_percent_interval_cover_80_percent() -
     assert c == pytest.approx(2.0, rel=0.08)
     covered = np.mean(np.abs(y) <= c * 1.2816)
     assert covered == pytest.approx(0.8, abs=0.01)
+
+
+def test_the_classical_references_are_fitted_before_the_search(fitted) -> None:
+    """A budget that runs out in the final stage can no longer skip them: they come first."""
+    model, _, _ = fitted
+    stages = list(model.result["clock"]["stage_seconds"])
+    assert stages.index("classical_references") < stages.index("search")
+    rows = {r["model"]: r for r in model.result["leaderboard"]["rows"]}
+    for name in ("seasonal naive", "AutoETS", "AutoTheta"):
+        assert "skipped" not in rows[name].get("note", ""), rows[name]
+        assert np.isfinite(rows[name]["holdout"]["crps"])

@@ -88,9 +88,12 @@ def compete(
     length: str = "fixed",
     epochs: float | None = None,
     crps_samples: int = 100,
+    refs: list[MethodResult] | None = None,
 ) -> Contest:
     """Score the searched MoE (`final`, a `MethodResult`) against the global networks of its
-    cells and the references of its kind, and build the model to save."""
+    cells and the references of its kind (`refs`: already fitted, e.g. a forecaster's
+    classical references, fitted before the search so that the budget never skips them),
+    and build the model to save."""
     start = time.perf_counter()
     try:
         moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
@@ -106,7 +109,8 @@ def compete(
         trainer, seed, steps=steps, epochs=epochs, length=length, crps_samples=crps_samples
     )
     globals_ = [GlobalNetwork(c).fit_evaluate(task, budget) for c in cells]
-    refs = [m.fit_evaluate(task, budget) for m in reference_methods(trainer.space)]
+    if refs is None:
+        refs = [m.fit_evaluate(task, budget) for m in reference_methods(trainer.space)]
     members = [moe, *globals_, *refs]
     usable = [g for g in globals_ if g.shippable and g.val_output is not None]
     shipped = final

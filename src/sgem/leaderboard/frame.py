@@ -98,6 +98,9 @@ def stage_lines(report: dict) -> list[str]:
         took = f"  {spent:.1f} s" if spent else ""
         lines.append(f"    {name:32s} {nll:9.4f}{change}{took}")
         before = nll
+    if seconds.get("classical_references"):  # fitted before the search (series)
+        spent = seconds["classical_references"]
+        lines.append(f"    {'AutoETS / AutoTheta / naive':32s} {spent:.1f} s")
     if seconds.get("leaderboard"):
         lines.append(f"    {'references and leaderboard':32s} {seconds['leaderboard']:.1f} s")
     return lines if len(lines) > 1 else []

@@ -299,14 +299,17 @@ def apply_plan(cfg: SearchConfig, plan: dict) -> SearchConfig:
 PLAN = "budget_plan.json"
 
 
-def deadline(plan: dict | None) -> float | None:
+def deadline(plan: dict | None, references_done: bool = False) -> float | None:
     """When the EM loop must stop to leave time for the finalisation and the final retrain
-    (a `time.perf_counter()` value), from a budget plan written in this process."""
+    (a `time.perf_counter()` value), from a budget plan written in this process.
+    `references_done`: the leaderboard's classical forecasters were fitted before the search
+    (their time is spent, not reserved)."""
     if plan is None:
         return None
     t = plan["candidate_seconds"]
     reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
-    reserve += plan.get("references_seconds_estimate", 0.0)  # the leaderboard's local fits
+    if not references_done:
+        reserve += plan.get("references_seconds_estimate", 0.0)  # the leaderboard's local fits
     return plan["_training_ends"] - reserve
 
 

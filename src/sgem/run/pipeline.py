@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -28,11 +28,13 @@ from ..execution.progress import shown
 from ..final.calibration import calibrate_final, target_units
 from ..final.reference import add_references
 from ..leaderboard import compete
+from ..leaderboard.members import reference_methods
 from ..methods.result import drop_empty_experts
 from ..methods.sgem import SgemMethod
 from ..moe.artifact import save_final_moe
 from ..presets import PRESET_NAMES
 from ..search.store import ObservationStore
+from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
 from .budget import deadline, plan_run, tail_seconds
@@ -251,6 +253,14 @@ def _stages(
         device=device,
         deadline=deadline(plan),
     )
+    # a forecaster's classical references (seasonal naive, AutoETS, AutoTheta) first: they
+    # need no search, and a fit that cannot say whether it beat them is not done, so the
+    # budget spends their time before the search's (`budget.deadline`), never skips them
+    early_refs = None
+    if isinstance(space, TimeSeriesSpace):
+        with clock.timed("classical_references"):
+            early_refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
+        budget = replace(budget, deadline=deadline(plan, references_done=True))
     try:
         # in-process executors are built by the search from its own trainer
         executor = (
@@ -338,6 +348,7 @@ def _stages(
             length=length,
             epochs=protocol.final_epochs,
             crps_samples=protocol.crps_samples,
+            refs=early_refs,
         )
     shipped = contest.final
     with clock.timed("calibration"):  # on out-of-sample validation predictions
