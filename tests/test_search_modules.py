@@ -339,3 +339,57 @@ def test_geometric_jumps_propose_the_centroid_split_in_the_first_round_only(spac
                 assert canonical_partition(proposal) == split
             else:
                 assert proposal.tolist() == affinity.tolist()
+
+
+class RegionLosses(FakeExecutor):
+    """Per-cluster losses set per trained region (every architecture alike), 1.0 elsewhere."""
+
+    def __init__(self, table: dict[tuple[int, ...], dict[int, float]]) -> None:
+        super().__init__()
+        self.table = table
+
+    def run(self, jobs):
+        out = []
+        for j in jobs:
+            losses = np.ones(M)
+            for c, v in self.table[tuple(np.flatnonzero(j.mask))].items():
+                losses[c] = v
+            out.append(JobResult(losses, 0.1, "cpu"))
+        return out
+
+
+@pytest.mark.parametrize("moved_gain", [-0.05, 0.5])
+def test_the_geometry_split_stays_unless_a_finalist_beats_it_clearly(space, moved_gain) -> None:
+    """The final iterate moves cluster 2 from the geometry split's expert 0 to expert 1. Its
+    regions' other clusters gain and lose by training noise (+0.15 net); the moved cluster
+    itself loses 0.05 (a tie in the measured objective decided by noise: geometry stays) or
+    gains 0.5 (more than two standard errors of that noise: the final iterate wins)."""
+    geometry, final = np.array([0, 0, 0, 1, 1, 1]), np.array([0, 0, 1, 1, 1, 1])
+    table = {
+        (0, 1, 2): {0: 0.5, 1: 0.5, 2: 0.5},
+        (3, 4, 5): {3: 0.5, 4: 0.5, 5: 0.5},
+        (0, 1): {0: 0.4, 1: 0.45},
+        (2, 3, 4, 5): {2: 0.5 - moved_gain, 3: 0.45, 4: 0.5, 5: 0.55},
+    }
+    ledger = Ledger(ObservationStore(M), RegionLosses(table), seed=0)
+    cfg = SearchConfig(n_iterations=2, refit_budget=2, finalist_budget=1, n_experts=2)
+    chosen, _, _, selection = finalise(
+        ledger,
+        space,
+        cfg,
+        [],
+        final,
+        _archs(space, 2, seed=5),
+        np.ones(M),
+        np.ones(M),
+        np.random.default_rng(0),
+        geometry=geometry,
+    )
+    objective = {tuple(f["partition"]): f["measured_objective"] for f in selection["finalists"]}
+    assert objective[tuple(final)] > objective[tuple(geometry)]  # the plain comparison's pick
+    test = selection["geometry_test"]
+    assert test["moved_clusters"] == 1
+    assert test["gain"] == pytest.approx(0.15 + moved_gain)
+    assert test["keeps_geometry"] == (moved_gain < 0)
+    assert chosen.tolist() == (geometry if moved_gain < 0 else final).tolist()
+    assert [f["chosen"] for f in selection["finalists"]].count(True) == 1

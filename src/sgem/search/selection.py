@@ -14,6 +14,16 @@ corresponding region, so a partition is not judged with architectures chosen for
 (without it: every incumbent plus the random ones, on every region). Its regions then get
 the rest of the random search (the per-region refit), and each expert the architecture of
 lowest measured validation loss on its region.
+
+The geometry split (label-free, a finalist with `geometry_finalist`) is the default the
+others must beat clearly: one short training per (architecture, region) is noisy, and a
+partition the search chose among many visited carries that noise in its favour. On a CSV of
+three mixed structures (benchmarks/mixed_csv.py) the search's partition beat the geometry
+split (each structure its own expert) by 0.7 % of J while the two clusters it moved measured
+*worse* there: the margin came from the retrained regions' other clusters, whose grouping had
+not changed. So a finalist replaces geometry only where its gain exceeds `GEOMETRY_MARGIN`
+standard errors, the noise per cluster measured on exactly those clusters: in a region that
+changed, but routed to the same expert in both (`geometry_test`).
 """
 
 from __future__ import annotations
@@ -26,10 +36,14 @@ from ..space.arch import Arch, CellSpace
 from ..train.losses import region_loss
 from .config import SearchConfig
 from .exploration import align_labels, champions
-from .ledger import Job, Ledger
+from .ledger import Job, Ledger, region_value
 from .store import ObservationStore
 
 Partition = tuple[int, ...]
+
+#: a finalist replaces the geometry split only where it measures better by more than this many
+#: standard errors (the leaderboard's margin for a MoE over its global network, too)
+GEOMETRY_MARGIN = 2.0
 
 
 def canonical_partition(partition: Sequence[int] | np.ndarray) -> Partition:
@@ -239,6 +253,18 @@ def finalise(
         )
         if best is None or value > best[0]:
             best = (value, partition)
+    geometry_row = next((r for r in report if r["geometry"]), None)
+    test = None
+    if geometry_row is not None and tuple(geometry_row["partition"]) != best[1]:
+        geometry_p = np.array(geometry_row["partition"])
+        test = geometry_test(
+            _cluster_values(ledger, np.array(best[1]), sizes, slots),
+            _cluster_values(ledger, geometry_p, sizes, slots),
+            np.array(best[1]),
+            geometry_p,
+        )
+        if test is not None and test["keeps_geometry"]:
+            best = (geometry_row["measured_objective"], tuple(geometry_row["partition"]))
     chosen = np.array(best[1])
     ledger.train(region_jobs(chosen, refit[n_common:], k_experts), t)
     final, losses = _best_per_region(ledger, chosen, archs, val_sizes)
@@ -248,11 +274,13 @@ def finalise(
         "rule": "finalist partitions (labels aligned to the final iterate) re-measured with "
         "one architecture set per expert slot"
         + (" (incumbent, finalists' champions, random)" if config.finalist_champions else "")
-        + "; best measured objective wins",
+        + "; best measured objective wins, the geometry split unless beaten by "
+        + f"{GEOMETRY_MARGIN:g} standard errors",
         "common_architectures": max(len(slot) for slot in slots),
         "slot_architectures": [len(slot) for slot in slots],
         "refit_architectures_on_chosen": len(dict.fromkeys([*slots[0], *refit])),
         "finalists": report,
+        "geometry_test": test,
         "equals_final_iterate": canonical_partition(best[1]) == canonical_partition(final_key),
     }
     return chosen, final, losses, selection
@@ -280,9 +308,70 @@ def _slot_value(
     return total
 
 
+def _cluster_values(
+    ledger: Ledger, assignment: np.ndarray, sizes: np.ndarray, slots: list[list[Arch]]
+) -> np.ndarray | None:
+    """Per cluster, its part of `_slot_value`: minus its size-weighted validation loss under
+    the training that gives its region's value (None where a region has none)."""
+    out = np.zeros(len(assignment))
+    for k, slot in enumerate(slots):
+        region = assignment == k
+        if not region.any():
+            continue
+        trained = [o for a in slot if (o := ledger.store.lookup(a, region)) is not None]
+        if not trained:
+            return None
+        best = max(trained, key=lambda o: region_value(o, region, sizes))
+        out[region] = -sizes[region] * best.losses[region]
+    return out
+
+
+def geometry_test(
+    values: np.ndarray | None,
+    geometry_values: np.ndarray | None,
+    partition: np.ndarray,
+    geometry: np.ndarray,
+    margin: float = GEOMETRY_MARGIN,
+) -> dict | None:
+    """Whether `partition` (labels aligned to `geometry`'s) beats the geometry split clearly.
+
+    gain: the difference of measured J, summed over the clusters whose expert or region
+    changed (the others share one training: no difference). Its noise is measured on the
+    clusters of a changed region that keep their expert: their values differ by training
+    noise (and by what new neighbours cost them, counted as noise too: the gain must come
+    from the clusters that moved). se = sqrt(changed clusters x their mean squared
+    difference). None (no test: the plain comparison stands) where fewer than two clusters
+    measure the noise or a partition is unmeasured."""
+    if values is None or geometry_values is None:
+        return None
+    shared = np.array(  # the same expert and region in both: the same training
+        [
+            partition[c] == geometry[c]
+            and ((partition == partition[c]) == (geometry == geometry[c])).all()
+            for c in range(len(geometry))
+        ]
+    )
+    changed = ~shared
+    stayed = changed & (partition == geometry)
+    if stayed.sum() < 2:
+        return None
+    diff = values - geometry_values
+    gain = float(diff[changed].sum())
+    se = float(np.sqrt(changed.sum() * np.mean(diff[stayed] ** 2)))
+    return {
+        "gain": gain,
+        "standard_error": se,
+        "moved_clusters": int((partition != geometry).sum()),
+        "gain_on_moved_clusters": float(diff[partition != geometry].sum()),
+        "keeps_geometry": bool(gain <= margin * se),
+    }
+
+
 __all__ = [
+    "GEOMETRY_MARGIN",
     "canonical_partition",
     "finalise",
+    "geometry_test",
     "partition_value",
     "ranked_on_region",
     "region_jobs",
