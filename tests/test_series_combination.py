@@ -126,3 +126,31 @@ def test_the_classical_references_are_fitted_before_the_search(fitted) -> None:
     for name in ("seasonal naive", "AutoETS", "AutoTheta"):
         assert "skipped" not in rows[name].get("note", ""), rows[name]
         assert np.isfinite(rows[name]["holdout"]["crps"])
+
+
+def test_the_leaderboard_runs_past_the_budget_fence_on_the_tracking_outputs(
+    tmp_path, monkeypatch
+) -> None:
+    """With a validation-chosen length the MoE's validation outputs need no training, so a
+    budget that ended in the final stage still gets its leaderboard and combination (the
+    global networks, which would need training, are skipped and say so)."""
+    import sgem.leaderboard.contest as contest
+    import sgem.leaderboard.members as members
+
+    monkeypatch.setattr(contest, "fence_passed", lambda: True)
+    monkeypatch.setattr(members, "fence_passed", lambda: True)
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 2}
+    config = {
+        **TINY,
+        "search": search,
+        "task": {"n_windows": 600, "n_clusters": 3},
+        "final_length": "validation",
+    }
+    model = sgem.fit(
+        trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=config
+    )
+    lb = model.result["leaderboard"]
+    assert "skipped" not in lb, lb.get("skipped")
+    rows = {r["model"]: r for r in lb["rows"]}
+    assert all("skipped" in r.get("note", "") for n, r in rows.items() if n.startswith("global"))
+    assert model.combination is not None

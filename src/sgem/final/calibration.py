@@ -95,8 +95,8 @@ def validation_outputs(
         tr, va = region[task.train.cluster], region[task.val.cluster]
         if not final.moe.used[k] or not tr.any() or not va.any():
             continue
-        kept = (report.val_outputs or [None] * (k + 1))[k]
-        if kept is not None and len(kept) == int(va.sum()):  # its tracking run's, as is
+        kept = _kept_output(final, k, va)
+        if kept is not None:  # its tracking run's, as is
             if out is None:
                 out = np.zeros((len(task.val), *kept.shape[1:]))
             out[va], has[va] = kept, True
@@ -127,6 +127,28 @@ def validation_outputs(
     if out is None:
         raise ValueError("no expert has both training and validation samples to calibrate on")
     return out, has
+
+
+def retrains(task: ClusteredTask, final, length: str = "fixed") -> bool:
+    """Whether `validation_outputs` must train a network (some expert's tracking run left
+    no validation outputs): after the budget's fence it could not, and is not asked to."""
+    rule = resolve_length(length)
+    if rule is not None and not rule.refit:
+        return False
+    assignment = np.asarray(final.assignment)
+    for k in range(len(final.architectures)):
+        region = assignment == k
+        tr, va = region[task.train.cluster], region[task.val.cluster]
+        if final.moe.used[k] and tr.any() and va.any() and _kept_output(final, k, va) is None:
+            return True
+    return False
+
+
+def _kept_output(final, k: int, va: np.ndarray) -> np.ndarray | None:
+    """Expert k's tracking-run outputs on its validation samples, where the final stage
+    kept them (`MoEReport.val_outputs`)."""
+    kept = (final.report.val_outputs or [None] * (k + 1))[k]
+    return kept if kept is not None and len(kept) == int(va.sum()) else None
 
 
 def _global_state(task, trainer, final, arch, seed, x_tr, y_tr) -> dict:

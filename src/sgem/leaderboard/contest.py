@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask
-from ..final.calibration import split_outputs, validation_outputs
+from ..final.calibration import retrains, split_outputs, validation_outputs
 from ..methods.result import Fitted, MethodResult
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
 from ..moe.combination import (
@@ -95,11 +95,17 @@ def compete(
     classical references, fitted before the search so that the budget never skips them),
     and build the model to save."""
     start = time.perf_counter()
+    # the tracking runs' validation outputs need no training: the contest runs past the
+    # budget's fence on them (the references it cannot fit any more are skipped, each says so)
+    trains = retrains(task, final, length)
+    if trains and fence_passed():
+        why = "the time budget ended before the MoE's validation fits; the searched MoE is saved"
+        return Contest({"skipped": why}, final, None)
     try:
         moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
     except ValueError as exc:  # no expert has both training and validation samples
         return Contest({"skipped": str(exc)}, final, None)
-    if fence_passed():  # its validation fits were cut short: comparing them would mislead
+    if trains and fence_passed():  # its validation fits were cut short: comparing misleads
         why = "the time budget ended during the MoE's validation fits; the searched MoE is saved"
         return Contest({"skipped": why}, final, None)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
