@@ -59,7 +59,8 @@ class SearchConfig:
     equal_effort_jumps: str = "auto"
     # the k-means split of the cluster centroids (label-free geometry) joins the finalists,
     # so the returned partition measures at least as well as geometry does with the same
-    # architectures: the search can only improve on it
+    # architectures, and it is returned unless another finalist beats it by two standard
+    # errors of the training noise (`selection.geometry_test`): the search can only improve on it
     geometry_finalist: bool = True
     # the finalists' region k are trained with incumbent k, the champion (best measured
     # architecture so far) of every finalist's region k (labels aligned to the final

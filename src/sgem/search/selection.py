@@ -264,7 +264,7 @@ def finalise(
             geometry_p,
         )
         if test is not None and test["keeps_geometry"]:
-            best = (geometry_row["measured_objective"], tuple(geometry_row["partition"]))
+            best = (float(geometry_row["measured_objective"]), tuple(geometry_row["partition"]))
     chosen = np.array(best[1])
     ledger.train(region_jobs(chosen, refit[n_common:], k_experts), t)
     final, losses = _best_per_region(ledger, chosen, archs, val_sizes)
