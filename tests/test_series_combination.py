@@ -154,3 +154,29 @@ def test_the_leaderboard_runs_past_the_budget_fence_on_the_tracking_outputs(
     rows = {r["model"]: r for r in lb["rows"]}
     assert all("skipped" in r.get("note", "") for n, r in rows.items() if n.startswith("global"))
     assert model.combination is not None
+
+
+def test_without_the_moes_validation_outputs_a_forecaster_is_combined_on_the_holdout(
+    tmp_path, monkeypatch
+) -> None:
+    """The budget ended before the MoE's validation fits (a fixed final length needs them):
+    the classical references, fitted before the search, are still combined with the MoE, on
+    the holdout alone, rather than saving a final MoE the budget may have cut short."""
+    import sgem.leaderboard.contest as contest
+
+    monkeypatch.setattr(contest, "fence_passed", lambda: True)
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
+    config = {
+        **TINY,
+        "search": search,
+        "task": {"n_windows": 600, "n_clusters": 3},
+        "final_length": "fixed",
+    }
+    model = sgem.fit(
+        trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=config
+    )
+    lb = model.result["leaderboard"]
+    assert "holdout alone" in lb["rule"] and "a combination (" in lb["shipped"]["model"]
+    assert model.combination is not None and model.combination.forecasting
+    series = [g["y"].to_numpy() for _, g in trend_frame().groupby("unique_id", sort=False)]
+    assert np.isfinite(model.forecast(series, quantiles=(0.1, 0.9)).quantiles[0.9]).all()

@@ -194,14 +194,14 @@ def calibrate_final(
     start = time.perf_counter()
     test_out = split_outputs(final.moe, task.test, trainer.device)
     units = target_units(task, final, test_out)
-    if fence_passed():  # a time budget's end: no time to train, the model stays raw
-        why = "the time budget ended before it (no training time left)"
-        return _skipped(task, why, units, start)
-    if validation is None:
+    if validation is None:  # to be made here: training time is needed
+        if fence_passed():  # a time budget's end: no time to train, the model stays raw
+            why = "the time budget ended before it (no training time left)"
+            return _skipped(task, why, units, start)
         validation = validation_outputs(task, trainer, final, seed, length, epochs)
+        if fence_passed():  # its trainings were cut short: their predictions would mislead
+            return _skipped(task, "the time budget ended during its trainings", units, start)
     val_out, has = validation
-    if fence_passed():  # its trainings were cut short: their predictions would mislead
-        return _skipped(task, "the time budget ended during its trainings", units, start)
     val = task.val.subset(np.flatnonzero(has))
     val_out = val_out[has]
     if task.loss == "cross_entropy":

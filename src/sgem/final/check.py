@@ -57,6 +57,8 @@ class FinalCheck:
     report: dict
     #: with warm starts: the global networks the tracking runs fine-tuned, for the retrain
     starts: dict[str, WarmStart] | None = None
+    #: per expert: its tracking run's validation outputs (`LengthChoice.val_output`)
+    known_outputs: list[np.ndarray | None] | None = None
 
 
 def contenders(selection: dict, n_partitions: int) -> list[tuple[int, ...]]:
@@ -160,6 +162,7 @@ def final_check(
         total, n_val = 0.0, 0
         chosen_archs: list[Arch] = []
         lengths: list[dict | None] = []
+        outputs: list[np.ndarray | None] = []
         regions: list[dict[str, Any]] = []
         for k in range(n_experts):
             region = labels == k
@@ -172,6 +175,7 @@ def final_check(
                 fallback_arch = (candidates.get((p, k)) or [archs0[k]])[0]
                 chosen_archs.append(fallback_arch)
                 lengths.append(None)
+                outputs.append(None)
                 regions.append({"expert": k, "clusters": int(region.sum()), "judged": False})
                 continue
             nll, _, arch, length = min(options, key=lambda o: (o[0], o[1]))
@@ -179,6 +183,7 @@ def final_check(
             n_val += length["n_val"]
             chosen_archs.append(arch)
             lengths.append(length)
+            outputs.append(by_key[(arch.key, region.tobytes(), k)].val_output)
             regions.append(
                 {
                     "expert": k,
@@ -201,13 +206,15 @@ def final_check(
             }
         )
         if mean is not None and (best is None or mean < best[0]):
-            best = (mean, p, chosen_archs, lengths)
+            best = (mean, p, chosen_archs, lengths, outputs)
     known: list[dict | None]
+    known_outputs: list[np.ndarray | None]
     if best is None:  # nothing could be judged: keep the return rule's answer
         chosen_p, final_archs, known = 0, archs0, [None] * n_experts
+        known_outputs = [None] * n_experts
         final_assignment = assignment0
     else:
-        _, chosen_p, final_archs, known = best
+        _, chosen_p, final_archs, known, known_outputs = best
         final_assignment = np.array(partitions[chosen_p])
     for p, row in enumerate(report_rows):
         row["chosen"] = p == chosen_p
@@ -221,7 +228,9 @@ def final_check(
         "changed_architectures": [a.key for a in final_archs] != [a.key for a in archs0],
         "seconds": round(time.perf_counter() - start, 3),
     }
-    return FinalCheck(final_assignment, list(final_archs), list(known), report, starts)
+    return FinalCheck(
+        final_assignment, list(final_archs), list(known), report, starts, list(known_outputs)
+    )
 
 
 __all__ = ["FinalCheck", "contenders", "final_check", "ranked_architectures"]

@@ -100,6 +100,7 @@ def train_final_moe(
     executor: object | None = None,
     known_lengths: list[dict | None] | None = None,
     starts: dict[str, WarmStart] | None = None,
+    known_outputs: list[np.ndarray | None] | None = None,
 ) -> tuple[ClusterGatedMoE, MoEReport]:
     """Retrain each expert from scratch on its region of train + validation; test once.
 
@@ -119,7 +120,8 @@ def train_final_moe(
     `steps` are those lengths, `final_length` the tracking runs. An expert whose region has
     no training or no validation sample keeps the fixed length. `known_lengths[k]`: expert
     k's tracking run was already made (the finalists' second look, `sgem.final.check`,
-    same architecture, region and seed), so it is retrained for that length directly.
+    same architecture, region and seed), so it is retrained for that length directly;
+    `known_outputs[k]`: that tracking run's validation outputs (`report.val_outputs`).
 
     `length="validation-warm"`: the same, with every expert fine-tuning a global network of
     its cell (`sgem.final.warm_start`); `starts` are global networks already trained (by the
@@ -171,7 +173,8 @@ def train_final_moe(
     lengths: list[dict | None] = [None] * len(architectures)
     val_outputs: list[np.ndarray | None] = [None] * len(architectures)
     for job, fit in zip(jobs, fits, strict=True):
-        val_outputs[job.index] = fit.val_output
+        kept = known_outputs[job.index] if known_outputs is not None else None
+        val_outputs[job.index] = fit.val_output if fit.val_output is not None else kept
         experts[job.index], used_steps[job.index], lengths[job.index] = fit.materialise(
             trainer, job.arch
         )

@@ -29,7 +29,7 @@ from ..search.sgem import SearchResult
 from ..space.arch import Arch
 from ..train.trainer import Trainer
 from .champion import champion_cell
-from .check import final_check
+from .check import FinalCheck, final_check
 from .length import tracking_rule
 from .moe_fit import train_final_moe
 from .protocol import FinalProtocol
@@ -58,13 +58,13 @@ def run_final(
     """
     started = time.perf_counter() if started is None else started
     if isinstance(routing, SearchResult):
-        found, known, starts = _second_look(task, trainer, routing, protocol, seed, executor)
+        found, check = _second_look(task, trainer, routing, protocol, seed, executor)
         assignment, archs = found.assignment, list(found.architectures)
         n_trained = found.n_trained
     else:
         if architectures is None:
             raise ValueError("run_final: a routing table needs its architectures (one per expert)")
-        found, known, starts = None, None, None
+        found, check = None, None
         assignment, archs = np.asarray(routing), list(architectures)
     moe, report = train_final_moe(
         task,
@@ -77,8 +77,9 @@ def run_final(
         crps_samples=protocol.crps_samples,
         length=tracking_rule(protocol) or "fixed",
         executor=executor,
-        known_lengths=known,
-        starts=starts,
+        known_lengths=check.known_lengths if check is not None else None,
+        known_outputs=check.known_outputs if check is not None else None,
+        starts=check.starts if check is not None else None,
     )
     return MethodResult(
         method=method,
@@ -103,9 +104,10 @@ def _second_look(
     protocol: FinalProtocol,
     seed: int,
     executor: object | None,
-) -> tuple[SearchResult, list[dict | None] | None, dict | None]:
+) -> tuple[SearchResult, FinalCheck | None]:
     """Steps 1-2 of the module docstring: (the search result the final model follows, the
-    tracking runs the retrain reuses, the global networks they fine-tuned)."""
+    second look: the tracking runs the retrain reuses, their validation outputs, the global
+    networks they fine-tuned; None without one)."""
     rule = tracking_rule(protocol)
     extra: list[Arch] = []
     champion: dict | None = None
@@ -120,7 +122,7 @@ def _second_look(
         )
         extra.append(cell)
     if rule is None or not (protocol.check_partitions > 0 or extra):
-        return found, None, None
+        return found, None
     check = final_check(
         task,
         trainer,
@@ -148,7 +150,7 @@ def _second_look(
         | ({"champion": champion} if champion else {}),
         n_trained=found.n_trained + (champion["trainings"] if champion else 0),
     )
-    return found, check.known_lengths, check.starts
+    return found, check
 
 
 __all__ = ["run_final"]

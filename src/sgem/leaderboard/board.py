@@ -103,7 +103,7 @@ def rows(
     out = []
     for m in members:
         row: dict = {"model": m.method, "kind": m.kind, "seconds": round(m.seconds, 3)}
-        if m.val_output is not None:
+        if m.val_output is not None and has_val.any():
             row["validation"] = scores(m.val_output[has_val], val, task, seed, crps_samples)
         if m.test_output is not None:
             row["holdout"] = scores(m.test_output, task.test, task, seed, crps_samples)

@@ -9,9 +9,9 @@ which joins the MoE as one more expert; where every cluster goes there, the save
 that network alone. The model format does not change: it is still a cluster-gated MoE.
 
 Scikit-learn models and the classical forecasters are scored, and where a weighted mixture
-of them with the MoE is clearly better on validation (`combine`), the saved model is that
-combination (`sgem.moe.combination`): scikit-learn members as plain arrays, AutoETS /
-AutoTheta by name, refitted on each series at forecast time.
+of them with the MoE is clearly better (`sgem.leaderboard.combining`; a forecaster's always),
+the saved model is that combination (`sgem.moe.combination`): scikit-learn members as plain
+arrays, AutoETS / AutoTheta by name, refitted on each series at forecast time.
 """
 
 from __future__ import annotations
@@ -25,27 +25,18 @@ import torch
 
 from ..data.task import ClusteredTask
 from ..final.calibration import retrains, split_outputs, validation_outputs
-from ..methods.result import Fitted, MethodResult
+from ..methods.result import MethodResult
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
-from ..moe.combination import (
-    WQL_GRID,
-    averaged_quantiles,
-    conformal_spread,
-    member_quantiles,
-    mixed_log_density,
-    quantile_loss,
-)
 from ..moe.scoring import method_scores
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .board import (
     greedy_ensemble,
-    greedy_quantile_ensemble,
-    log_density,
     mixture_nll,
     rows,
     sample_nll,
 )
+from .combining import combine, entry, fitted_of, test_of, val_of
 from .members import GlobalNetwork, reference_budget, reference_methods
 
 #: how many of the experts' cells (largest regions first) get a global network
@@ -53,17 +44,6 @@ GLOBAL_CELLS = 2
 #: a cluster keeps its own expert only where the expert's validation NLL is lower than the
 #: global network's by this many standard errors of the paired difference
 MARGIN_SE = 2.0
-#: a table's combination is saved where its validation gain over the MoE alone exceeds
-#: this many standard errors (its weights are fit on those samples; at 1 SE the toy's seed 0
-#: saved a combination worse on the holdout than the global network)
-COMBINE_MARGIN_SE = 2.0
-#: a forecasting combination's weights: this share the classical members' equal
-#: combination (the prior), the rest from greedy selection, so the combination is saved
-#: without a test and the MoE carries weight as far as held-out windows show it earns it
-SHRINK_TO_EQUAL = 0.5
-#: a forecasting combination's weights and interval width are fit on the holdout windows
-#: where it has at least this many (else on validation): see `combine`
-MIN_HOLDOUT_WINDOWS = 100
 
 
 @dataclass
@@ -100,8 +80,8 @@ def compete(
     # budget's fence on them (the references it cannot fit any more are skipped, each says so)
     trains = retrains(task, final, length)
     if trains and fence_passed():
-        why = "the time budget ended before the MoE's validation fits; the searched MoE is saved"
-        return Contest({"skipped": why}, final, None)
+        why = "the time budget ended before the MoE's validation fits"
+        return _holdout_only(task, trainer, final, seed, crps_samples, refs, why, start)
     try:
         moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
     except ValueError as exc:  # no expert has both training and validation samples
@@ -110,7 +90,7 @@ def compete(
         why = "the time budget ended during the MoE's validation fits; the searched MoE is saved"
         return Contest({"skipped": why}, final, None)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
-    moe = _entry("sgem MoE (searched)", seed, moe_val, moe_test)
+    moe = entry("sgem MoE (searched)", seed, moe_val, moe_test)
     cells = _cells(final, task)
     budget = reference_budget(
         trainer, seed, steps=steps, epochs=epochs, length=length, crps_samples=crps_samples
@@ -125,14 +105,14 @@ def compete(
     evidence: dict = {}
     ship_val, ship_test = moe_val, moe_test
     if usable:
-        best = min(usable, key=lambda g: _nll(_val(g)[has], task, has))
-        fallback, evidence = selective_routing(task, final.assignment, moe_val, _val(best), has)
+        best = min(usable, key=lambda g: _nll(val_of(g)[has], task, has))
+        fallback, evidence = selective_routing(task, final.assignment, moe_val, val_of(best), has)
         if fallback:
             shipped, ship_val, ship_test = _with_fallback(
                 task, trainer, final, best, fallback, moe_val, seed, crps_samples
             )
     board = rows(task, members, has, seed, crps_samples)
-    shipped_member = _entry("saved model (selective routing)", seed, ship_val, ship_test)
+    shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
     combination, combined = combine(task, ship_val, ship_test, refs, has)
     if combined:
@@ -148,7 +128,7 @@ def compete(
         "was chosen on) where it has enough windows",
         "rows": board,
         "fallback_clusters": fallback,
-        "per_cluster": per_cluster_validation(task, moe_val, _val(best) if usable else None, has),
+        "per_cluster": per_cluster_validation(task, moe_val, val_of(best) if usable else None, has),
         "evidence": evidence,
         "ensemble": _ensemble(task, members, has),
         "seconds": round(time.perf_counter() - start, 3),
@@ -180,122 +160,34 @@ def per_cluster_validation(
     return out
 
 
-def _entry(name: str, seed: int, val: np.ndarray, test: np.ndarray) -> MethodResult:
-    """A leaderboard row of the searched or the saved MoE (outputs made here)."""
-    return MethodResult(name, seed, kind="sgem", val_output=val, test_output=test)
-
-
-def _val(member: MethodResult) -> np.ndarray:
-    assert member.val_output is not None
-    return member.val_output
-
-
-def _test(member: MethodResult) -> np.ndarray:
-    assert isinstance(member.test_output, np.ndarray)
-    return member.test_output
-
-
-def _fitted(member: MethodResult) -> Fitted:
-    return member.fitted or Fitted()
-
-
-def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], has: np.ndarray):
-    """The combination of the selective-routing MoE with the members that greedy ensemble
-    selection picks on validation (tables: the scikit-learn models; series: AutoETS and
-    AutoTheta, refitted per series at forecast time), kept only where it beats the MoE alone
-    there by `COMBINE_MARGIN_SE` standard errors of the paired per-sample log density (the
-    weights are fit on those same samples, so a small gain is not trusted); a forecaster's
-    weights are shrunk toward the classical members' equal combination (`SHRINK_TO_EQUAL`),
-    fit on the holdout where it has `MIN_HOLDOUT_WINDOWS` windows, its interval width on
-    validation and holdout pooled, and it is always saved. Returns
-    ((Combination, state, arrays, holdout scores), its leaderboard row), or (None, None)."""
-    from ..moe.classical import season_of
-    from ..moe.combination import Combination
-    from ..moe.portable import export
-
-    def combinable(m: MethodResult) -> bool:
-        if m.val_output is None or m.test_output is None:
-            return False
-        fit = _fitted(m)
-        return bool(fit.estimator) if m.kind == "scikit-learn" else fit.classical is not None
-
-    ready = [m for m in refs if combinable(m)]
-    if not ready:
-        return None, None
-    y_val = task.val.y[has]
-    outs = [ship_val[has], *[_val(m)[has] for m in ready]]
-    forecasting = any(_fitted(m).classical is not None for m in ready)
-    fit_on = "validation"
-    if forecasting and len(task.test) >= MIN_HOLDOUT_WINDOWS:
-        # the holdout asks what a forecast asks: the saved MoE and the members refitted on
-        # everything before each window, on the latest windows of the series, which neither
-        # the search nor the final length was chosen on (validation was: on the yearly M3
-        # file it preferred the MoE's quantiles while the holdout and the competition's
-        # future preferred AutoETS' and AutoTheta's)
-        fit_on, y_val = "holdout", np.asarray(task.test.y)
-        outs = [ship_test, *[np.asarray(_test(m)) for m in ready]]
-    if forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels),
-        # shrunk halfway to the equal combination of AutoETS and AutoTheta: held-out windows
-        # are a few per series and the future is not exchangeable with them, and that
-        # combination is the robust default of forecasting competitions (on the M3 files it
-        # beat both members on two of three; an MoE given a third of the weight by default
-        # cost 0.5 to 4 % MASE on each file at a 5-minute budget)
-        greedy = greedy_quantile_ensemble(outs, y_val)
-        prior = np.r_[0.0, np.full(len(outs) - 1, 1 / (len(outs) - 1))]
-        weights = SHRINK_TO_EQUAL * prior + (1 - SHRINK_TO_EQUAL) * greedy
-    else:
-        weights = greedy_ensemble(outs, y_val, task.loss)
-    if weights[0] == 1.0:
-        return None, None
-    used = [i for i in range(1, len(outs)) if weights[i] > 0]
-    w = np.asarray([weights[0], *[weights[i] for i in used]])
-    chosen = [outs[i] for i in (0, *used)]
-    if forecasting:  # per window: the MoE's quantile loss minus the combination's
-        combined = averaged_quantiles(chosen, w, WQL_GRID)
-        moe_alone = dict(zip(WQL_GRID, member_quantiles(outs[0], WQL_GRID), strict=True))
-        gain = quantile_loss(moe_alone, y_val) - quantile_loss(combined, y_val)
-    else:
-        logs = np.stack([log_density(o, y_val, task.loss) for o in chosen])
-        gain = mixed_log_density(logs, w) - mixed_log_density(logs[:1], np.ones(1))
-    se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
-    if not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
-        return None, None
-    members = [ready[i - 1] for i in used]
-    fits = [_fitted(m) for m in members]
-    exported = [
-        (f.classical.state(), {}) if f.classical is not None else export(f.estimator) for f in fits
-    ]
-    val_outs = [ship_val[has], *[_val(m)[has] for m in members]]
-    test_outs = [ship_test, *[_test(m) for m in members]]
-    spread = 1.0
-    if forecasting:  # the combined 80 % interval made to cover 80 % of every held-out step:
-        # validation (a window of every series) and the holdout (the latest ones) pooled
-        pooled = [np.concatenate([v, t]) for v, t in zip(val_outs, test_outs, strict=True)]
-        y_pooled = np.concatenate([task.val.y[has], np.asarray(task.test.y)])
-        spread = conformal_spread(averaged_quantiles(pooled, w, WQL_GRID), y_pooled)
-    combination, state, arrays = Combination.build(
-        w,
-        [m.method for m in members],
-        [f.scale for f in fits],
-        task,
-        exported,
-        season=season_of(task.meta if isinstance(task.meta, dict) else None),
-        interval_scale=spread,
+def _holdout_only(task, trainer, final, seed, crps_samples, refs, why: str, start: float):
+    """The contest without the MoE's validation outputs (the budget ended before they could
+    be trained): a forecaster is still combined with its classical references, fitted before
+    the search, on the holdout alone (the final MoE cut short by the budget may be far worse
+    than they are); otherwise the searched MoE is saved."""
+    forecasting = any(r.fitted is not None and r.fitted.classical is not None for r in refs or [])
+    if not forecasting:
+        return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
+    has = np.zeros(len(task.val), dtype=bool)
+    moe_test = split_outputs(final.moe, task.test, trainer.device)
+    board = rows(
+        task, [entry("sgem MoE (searched)", seed, None, moe_test), *refs], has, seed, crps_samples
     )
-    holdout = combination.scores_of(test_outs, np.asarray(task.test.y))
-    validation = combination.scores_of(val_outs, task.val.y[has])
-    row = {
-        "model": "saved model (combination)",
-        "kind": "sgem",
-        "seconds": 0.0,
-        "validation": {k.removeprefix("test_"): v for k, v in validation.items()},
-        "holdout": {k.removeprefix("test_"): v for k, v in holdout.items()},
-        "note": f"weights fit on {fit_on}"
-        f"{' (interval width on validation and holdout)' if forecasting else ''}; "
-        f"paired gain there in {'quantile loss' if forecasting else 'log density'} "
-        f"{gain.mean():.4f} (se {se:.4f})",
+    combination, combined = combine(task, None, moe_test, refs, has)
+    if combined is None:
+        return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
+    board.append(combined)
+    report: dict[str, Any] = {
+        "rule": f"{why}: the MoE and the classical references are compared and combined on "
+        "the holdout alone",
+        "rows": board,
+        "fallback_clusters": [],
+        "seconds": round(time.perf_counter() - start, 3),
     }
-    return (combination, state, arrays, holdout), row
+    report["shipped"] = _shipped_summary(board[-1], board, [], task)
+    names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
+    report["shipped"]["model"] = f"a combination ({names}) of {report['shipped']['model']}"
+    return Contest(report, final, None, combination)
 
 
 def _cells(final, task: ClusteredTask) -> list:
@@ -376,11 +268,11 @@ def _with_fallback(
     assignment = np.asarray(final.assignment).copy()
     assignment[fallback] = len(final.architectures)
     relabelled, kept = compact_assignment(assignment)
-    experts = [*final.moe.experts, _fitted(best).network]
-    archs = [*final.architectures, _fitted(best).cell]
+    experts = [*final.moe.experts, fitted_of(best).network]
+    archs = [*final.architectures, fitted_of(best).cell]
     moe = ClusterGatedMoE([experts[k] for k in kept], relabelled, [archs[k] for k in kept])
     to_global = np.isin(task.val.cluster, fallback)
-    val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), _val(best), moe_val)
+    val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), val_of(best), moe_val)
     test = split_outputs(moe, task.test, trainer.device)
     report = _rescored(task, final.report, test, relabelled, kept, seed, crps_samples)
     shipped = replace(
@@ -426,7 +318,7 @@ def _rescored(task, report, test_out, assignment, kept, seed: int, crps_samples:
 def _ensemble(task: ClusteredTask, members: list[MethodResult], has: np.ndarray) -> dict:
     """Greedy weighted ensemble of every member with outputs, fitted on validation."""
     ready = [
-        (_val(m), _test(m), m.method)
+        (val_of(m), test_of(m), m.method)
         for m in members
         if m.val_output is not None and m.test_output is not None
     ]
