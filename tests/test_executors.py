@@ -50,7 +50,7 @@ def test_job_seed_depends_on_content_only() -> None:
 
 def test_process_executor_matches_inline(setup) -> None:
     task, space, jobs, reference = setup
-    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    ex = ProcessExecutor(task, space, TRAIN, workers=2, device="cpu")  # as the reference
     try:
         results = ex.run(jobs)
     finally:
@@ -64,7 +64,7 @@ def test_the_search_process_trains_one_chunk_itself(setup) -> None:
     """With `caller_trains`, the last chunk trains in the calling process (same numbers); a
     batch of one chunk starts no worker at all."""
     task, space, jobs, reference = setup
-    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    ex = ProcessExecutor(task, space, TRAIN, workers=2, device="cpu")
     try:
         assert ex.caller_trains  # CPU only, a tabular space: on by default
         ex.run(jobs[:1])
@@ -83,7 +83,7 @@ def test_caller_trains_one_job_at_a_time_like_the_workers(setup) -> None:
     task, space, jobs, _ = setup
     single = replace(TRAIN, batch_candidates=1)
     reference = InlineExecutor(Trainer(task, space, single)).run(jobs)
-    ex = ProcessExecutor(task, space, single, workers=2)
+    ex = ProcessExecutor(task, space, single, workers=2, device="cpu")
     try:
         assert ex.caller_trains
         results = ex.run(jobs)
@@ -102,7 +102,9 @@ def test_dying_worker_fails_only_its_own_job(setup, monkeypatch) -> None:
     reference = InlineExecutor(Trainer(task, space, one_at_a_time)).run(jobs)
     monkeypatch.setenv("SGEM_TEST_CRASH_ARCH", jobs[1].arch.key)
     # one chunk of four: all three survivors shared the dying job's chunk
-    ex = ProcessExecutor(task, space, replace(TRAIN, min_chunks=1), workers=2, caller_trains=False)
+    ex = ProcessExecutor(
+        task, space, replace(TRAIN, min_chunks=1), workers=2, caller_trains=False, device="cpu"
+    )
     try:
         results = ex.run(jobs)
     finally:
@@ -208,7 +210,7 @@ def test_final_experts_retrained_on_workers_match_inline(setup, length, capsys) 
     archs = [jobs[0].arch, jobs[1].arch]
     kwargs = dict(steps=20, seed=3, length=length)
     moe_here, report_here = train_final_moe(task, trainer, assignment, archs, **kwargs)
-    ex = ProcessExecutor(task, space, TRAIN, workers=2)
+    ex = ProcessExecutor(task, space, TRAIN, workers=2, device="cpu")
     try:
         with shown():
             moe_there, report_there = train_final_moe(

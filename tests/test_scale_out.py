@@ -239,7 +239,7 @@ def pipelined_inline() -> dict:
 def test_pipelined_search_is_the_same_inline_and_on_processes(pipelined_inline) -> None:
     task, space = make_toy_task(1), TabularSpace()
     cfg = SearchConfig(**TINY, batch_size=4, pipeline=1)
-    executor = ProcessExecutor(task, space, cfg.train, workers=2)
+    executor = ProcessExecutor(task, space, cfg.train, workers=2, device="cpu")
     try:
         result = SGEM(space, cfg, seed=1, progress=False).fit(task, executor=executor)
     finally:

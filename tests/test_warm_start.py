@@ -154,7 +154,7 @@ def test_the_champion_trains_on_workers_with_the_same_numbers(task, space, train
 
     _, here = champion_cell(task, trainer, space, 3, seed=4)
     every = np.ones(task.n_clusters, dtype=bool)
-    ex = ProcessExecutor(task, space, trainer.config, workers=2)
+    ex = ProcessExecutor(task, space, trainer.config, workers=2, device="cpu")
     try:
         with shown():
             cell, there = champion_cell(task, trainer, space, 3, seed=4, executor=ex)

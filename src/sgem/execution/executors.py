@@ -196,13 +196,17 @@ class ProcessExecutor:
         threads: int = 1,
         trainer_factory: TrainerFactory | None = None,
         caller_trains: bool | None = None,
+        device: str | None = None,
     ) -> None:
         import torch
 
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.workers = workers
-        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        # the run's device: "cpu" keeps the workers on the CPU on a machine with GPUs too
+        # (their numbers then equal the inline executor's); None or "cuda...": every GPU
+        on_gpu = device is None or str(device).startswith("cuda")
+        devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if on_gpu else []
         self._init_args = (task, space, train_config, devices, threads, trainer_factory)
         self._pool: ProcessPoolExecutor | None = None
         if caller_trains is None:
@@ -378,13 +382,15 @@ def make_executor(
     num_gpus: float = 0.0,
     trainer=None,
     trainer_factory: TrainerFactory | None = None,
+    device: str | None = None,
 ) -> Executor:
     """Build the executor named `kind`: "inline", "batched" (the same as inline, which
     vectorises wherever it can), "processes" or "ray".
 
     In-process executors reuse `trainer` when given (no second copy of the data).
     `trainer_factory` replaces the real trainer everywhere (e.g.
-    `sgem.execution.latency.LatencyModel`).
+    `sgem.execution.latency.LatencyModel`). `device`: the run's ("cpu" keeps process
+    workers off the GPUs; None: every GPU there is).
     """
     if kind in ("inline", "batched"):
         if trainer is None:
@@ -392,7 +398,12 @@ def make_executor(
         return InlineExecutor(trainer)
     if kind == "processes":
         return ProcessExecutor(
-            task, space, train_config, workers=workers, trainer_factory=trainer_factory
+            task,
+            space,
+            train_config,
+            workers=workers,
+            trainer_factory=trainer_factory,
+            device=device,
         )
     if kind == "ray":
         return RayExecutor(

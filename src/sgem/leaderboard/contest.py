@@ -271,6 +271,7 @@ def _with_fallback(
     experts = [*final.moe.experts, fitted_of(best).network]
     archs = [*final.architectures, fitted_of(best).cell]
     moe = ClusterGatedMoE([experts[k] for k in kept], relabelled, [archs[k] for k in kept])
+    moe = moe.to(trainer.device)  # its routing table is a buffer: on the experts' device
     to_global = np.isin(task.val.cluster, fallback)
     val = np.where(to_global.reshape(-1, *[1] * (moe_val.ndim - 1)), val_of(best), moe_val)
     test = split_outputs(moe, task.test, trainer.device)

@@ -274,6 +274,7 @@ def _stages(
                 workers=execution.workers,
                 address=execution.ray_address,
                 num_gpus=execution.gpus_per_task,
+                device=device,
             )
         )
         # SGEM as a method: the search with this run's store, executor and trace, then the

@@ -41,7 +41,9 @@ class RBF(nn.Module):
 
     def data_init(self, x: torch.Tensor, generator: torch.Generator) -> None:
         with torch.no_grad():
+            # drawn on the generator's (CPU) device: the same centres wherever x lives
             noise = torch.randn(self.centres.shape, generator=generator, dtype=x.dtype)
+            noise = noise.to(x.device)
             self.centres.copy_(x.mean(0) + 0.1 * x.std(0) * noise)
             d2 = squared_distances(x, self.centres)
             scale = d2.median().clamp_min(1e-3)
