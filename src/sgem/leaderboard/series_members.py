@@ -74,7 +74,12 @@ class ClassicalReference:
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         fields: dict[str, Any] = {"kind": self.kind, "crps_samples": budget.crps_samples}
         skipped = MethodResult(self.name, budget.seed, note="skipped: budget ended", **fields)
-        if fence_passed():
+
+        def stop() -> bool:  # the budget's fence, or the budget's own deadline for them
+            late = budget.deadline is not None and time.perf_counter() > budget.deadline
+            return late or fence_passed()
+
+        if stop():
             return skipped
         horizon = int(task.test.y.shape[1])
         seasons = _seasons(task, task.val), _seasons(task, task.test)
@@ -82,7 +87,7 @@ class ClassicalReference:
         ref = ClassicalMember(self.name)
         try:  # local fits stop at the budget's fence (a member cut short is not scored)
             val, test = (
-                _classical(ref, task, part, horizon, season, stop=fence_passed)
+                _classical(ref, task, part, horizon, season, stop=stop)
                 for part, season in zip(("val", "test"), seasons, strict=True)
             )
         except Stopped:

@@ -255,12 +255,21 @@ def _stages(
     )
     # a forecaster's classical references (seasonal naive, AutoETS, AutoTheta) first: they
     # need no search, and a fit that cannot say whether it beat them is not done, so the
-    # budget spends their time before the search's (`budget.deadline`), never skips them
+    # budget spends their time before the search's (`budget.deadline`), never skips them;
+    # unless the plan found no room for them (`plan_run`: then the smallest search goes
+    # first and they run at the end if time is left)
     early_refs = None
-    if isinstance(space, TimeSeriesSpace):
+    room = plan is None or plan.get("references_seconds_estimate", 0.0) > 0
+    if isinstance(space, TimeSeriesSpace) and room:
+        # at most twice their estimate: a slow machine must not eat the search's time
+        estimate = (plan or {}).get("references_seconds_estimate")
+        until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
         with clock.timed("classical_references"):
-            early_refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
-        budget = replace(budget, deadline=deadline(plan, references_done=True))
+            refs_budget = replace(budget, deadline=until)
+            early_refs = [m.fit_evaluate(task, refs_budget) for m in reference_methods(space)]
+        if any(r.val_output is None for r in early_refs):  # cut short: again at the end
+            early_refs = None
+        budget = replace(budget, deadline=deadline(plan, references_done=early_refs is not None))
     try:
         # in-process executors are built by the search from its own trainer
         executor = (
