@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import shutil
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -163,8 +163,8 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(
-        f"{sum(r['within'] for r in rows)} of {len(rows)} within budget + max(5 s, 2 %); "
-        f"saved {args.out}"
+        f"{sum(r['within'] and r['returncode'] == 0 for r in rows)} of {len(rows)} ended "
+        f"without error within budget + max(5 s, 2 %); saved {args.out}"
     )
     sys.exit(0 if doc["all_within"] else 1)
 

@@ -139,16 +139,7 @@ def test_the_leaderboard_runs_past_the_budget_fence_on_the_tracking_outputs(
 
     monkeypatch.setattr(contest, "fence_passed", lambda: True)
     monkeypatch.setattr(members, "fence_passed", lambda: True)
-    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 2}
-    config = {
-        **TINY,
-        "search": search,
-        "task": {"n_windows": 600, "n_clusters": 3},
-        "final_length": "validation",
-    }
-    model = sgem.fit(
-        trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=config
-    )
+    model = _fit_with_length(tmp_path, "validation", final_steps=2)
     lb = model.result["leaderboard"]
     assert "skipped" not in lb, lb.get("skipped")
     rows = {r["model"]: r for r in lb["rows"]}
@@ -165,18 +156,23 @@ def test_without_the_moes_validation_outputs_a_forecaster_is_combined_on_the_hol
     import sgem.leaderboard.contest as contest
 
     monkeypatch.setattr(contest, "fence_passed", lambda: True)
-    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
-    config = {
-        **TINY,
-        "search": search,
-        "task": {"n_windows": 600, "n_clusters": 3},
-        "final_length": "fixed",
-    }
-    model = sgem.fit(
-        trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=config
-    )
+    model = _fit_with_length(tmp_path, "fixed", final_steps=1)
     lb = model.result["leaderboard"]
     assert "holdout alone" in lb["rule"] and "a combination (" in lb["shipped"]["model"]
     assert model.combination is not None and model.combination.forecasting
     series = [g["y"].to_numpy() for _, g in trend_frame().groupby("unique_id", sort=False)]
     assert np.isfinite(model.forecast(series, quantiles=(0.1, 0.9)).quantiles[0.9]).all()
+
+
+def _fit_with_length(tmp_path, length: str, final_steps: int):
+    """A tiny fit of the trend series with the final length `length`."""
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}}
+    config = {
+        **TINY,
+        "search": {**search, "final_steps": final_steps},
+        "task": {"n_windows": 600, "n_clusters": 3},
+        "final_length": length,
+    }
+    return sgem.fit(
+        trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=config
+    )
