@@ -82,51 +82,54 @@ def validation_outputs(
     rule = resolve_length(length)
     if rule is not None and not rule.refit:  # the final networks never saw validation
         return split_outputs(final.moe, task.val, trainer.device), np.ones(len(task.val), bool)
-    report, assignment = final.report, np.asarray(final.assignment)
     dev = trainer.device
-    x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=dev)
-    y_tr = torch.as_tensor(task.train.y, device=dev)
-    x_va = torch.as_tensor(task.val.x, dtype=torch.float32, device=dev)
+    data = (
+        torch.as_tensor(task.train.x, dtype=torch.float32, device=dev),
+        torch.as_tensor(task.train.y, device=dev),
+        torch.as_tensor(task.val.x, dtype=torch.float32, device=dev),
+    )
     out: np.ndarray | None = None
     has = np.zeros(len(task.val), dtype=bool)
     starts: dict[str, dict] = {}
-    for k, arch in enumerate(final.architectures):
-        region = assignment == k
-        tr, va = region[task.train.cluster], region[task.val.cluster]
-        if not final.moe.used[k] or not tr.any() or not va.any():
-            continue
-        kept = _kept_output(final, k, va)
-        if kept is not None:  # its tracking run's, as is
-            if out is None:
-                out = np.zeros((len(task.val), *kept.shape[1:]))
-            out[va], has[va] = kept, True
-            continue
-        tracked = (report.final_length or [None] * (k + 1))[k]
-        init = None
-        if tracked is not None:
-            steps = int(tracked["best_step"])
-        elif epochs is not None:
-            steps = steps_for_epochs(int(tr.sum()), epochs, trainer.config.batch_size)
-        else:
-            steps = int(report.steps[k])
-        if rule is not None and rule.warm_start and needs_warm_start(region):
-            if arch.key not in starts:
-                starts[arch.key] = _global_state(task, trainer, final, arch, seed, x_tr, y_tr)
-            init = starts[arch.key]
-            steps = steps if tracked is not None else 0  # untracked: the start as is
-        sel = torch.as_tensor(tr, device=dev)
-        net = trainer.fit(
-            arch, x_tr[sel], y_tr[sel], seed=expert_seed(seed, k), steps=steps, init_state=init
-        )
-        with torch.no_grad():
-            pred = trainer.predict(net.eval(), x_va[torch.as_tensor(va, device=dev)])
-        pred_np = pred.double().cpu().numpy()
+    for k, region, va in _validated_experts(task, final):
+        pred = _kept_output(final, k, va)  # its tracking run's, as is
+        if pred is None:
+            pred = _train_only(task, trainer, final, seed, rule, epochs, k, region, data, starts)
         if out is None:
-            out = np.zeros((len(task.val), *pred_np.shape[1:]))
-        out[va], has[va] = pred_np, True
+            out = np.zeros((len(task.val), *pred.shape[1:]))
+        out[va], has[va] = pred, True
     if out is None:
         raise ValueError("no expert has both training and validation samples to calibrate on")
     return out, has
+
+
+def _train_only(task, trainer, final, seed, rule, epochs, k, region, data, starts) -> np.ndarray:
+    """Expert k trained once more on its region's training samples with the final protocol's
+    recipe (`data`: train x, train y, validation x on the device; `starts`: the warm starts
+    made so far, by cell); its outputs on the region's validation samples, float64."""
+    report, dev, arch = final.report, trainer.device, final.architectures[k]
+    x_tr, y_tr, x_va = data
+    tr, va = region[task.train.cluster], region[task.val.cluster]
+    tracked = (report.final_length or [None] * (k + 1))[k]
+    init = None
+    if tracked is not None:
+        steps = int(tracked["best_step"])
+    elif epochs is not None:
+        steps = steps_for_epochs(int(tr.sum()), epochs, trainer.config.batch_size)
+    else:
+        steps = int(report.steps[k])
+    if rule is not None and rule.warm_start and needs_warm_start(region):
+        if arch.key not in starts:
+            starts[arch.key] = _global_state(task, trainer, final, arch, seed, x_tr, y_tr)
+        init = starts[arch.key]
+        steps = steps if tracked is not None else 0  # untracked: the start as is
+    sel = torch.as_tensor(tr, device=dev)
+    net = trainer.fit(
+        arch, x_tr[sel], y_tr[sel], seed=expert_seed(seed, k), steps=steps, init_state=init
+    )
+    with torch.no_grad():
+        pred = trainer.predict(net.eval(), x_va[torch.as_tensor(va, device=dev)])
+    return pred.double().cpu().numpy()
 
 
 def retrains(task: ClusteredTask, final, length: str = "fixed") -> bool:
@@ -135,13 +138,19 @@ def retrains(task: ClusteredTask, final, length: str = "fixed") -> bool:
     rule = resolve_length(length)
     if rule is not None and not rule.refit:
         return False
+    experts = _validated_experts(task, final)
+    return any(_kept_output(final, k, va) is None for k, _, va in experts)
+
+
+def _validated_experts(task: ClusteredTask, final):
+    """(k, region, its validation mask) of every used expert whose region has training and
+    validation samples: the experts with out-of-sample validation outputs."""
     assignment = np.asarray(final.assignment)
     for k in range(len(final.architectures)):
         region = assignment == k
         tr, va = region[task.train.cluster], region[task.val.cluster]
-        if final.moe.used[k] and tr.any() and va.any() and _kept_output(final, k, va) is None:
-            return True
-    return False
+        if final.moe.used[k] and tr.any() and va.any():
+            yield k, region, va
 
 
 def _kept_output(final, k: int, va: np.ndarray) -> np.ndarray | None:

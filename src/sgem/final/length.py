@@ -269,16 +269,12 @@ def expert_length(
         loss.backward()
         clip_and_step(model.parameters(), opt, cfg)
 
-    kept: dict = {"loss": math.inf, "output": None}  # the outputs at the best loss so far
-
     def val_loss() -> float:
         model.eval()
         with torch.no_grad():
             out = trainer.predict(model, x_val)
             nll = float(per_sample_nll(out, y_val, trainer.task.loss).double().mean())
-        best.offer(nll)
-        if math.isfinite(nll) and nll < kept["loss"]:  # track_validation's rule for the best
-            kept.update(loss=nll, output=out.double().cpu().numpy())
+        best.offer(nll, out)
         model.train()
         return nll
 
@@ -287,7 +283,7 @@ def expert_length(
     )
     choice = _choice(rule, tracked, max_steps, every, len(x_train), len(x_val))
     choice.best_state = best.weights()
-    choice.val_output = kept["output"]
+    choice.val_output = best.output
     return choice
 
 
@@ -335,19 +331,27 @@ def adam_length(
 class _BestWeights:
     """A copy of `model`'s weights at the lowest finite validation loss offered so far (both
     tracking loops keep one when asked: the global network's, or a network kept unrefitted);
-    `weights()` falls back to the current weights when no loss was finite."""
+    `weights()` falls back to the current weights when no loss was finite. The validation
+    outputs offered with that loss are always kept (`output`, float64 on the CPU)."""
 
     def __init__(self, model: nn.Module, enabled: bool) -> None:
         self.model, self.enabled = model, enabled
         self.loss = math.inf
         self.state: dict[str, torch.Tensor] | None = None
+        self.output: np.ndarray | None = None
 
     def _copy(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
-    def offer(self, loss: float) -> None:
-        if self.enabled and math.isfinite(loss) and loss < self.loss:
-            self.loss, self.state = loss, self._copy()
+    def offer(self, loss: float, output: torch.Tensor | None = None) -> None:
+        """`loss` (and the outputs it was scored on) at one evaluation; kept if the best."""
+        if not (math.isfinite(loss) and loss < self.loss):  # track_validation's rule
+            return
+        self.loss = loss
+        if self.enabled:
+            self.state = self._copy()
+        if output is not None:
+            self.output = output.double().cpu().numpy()
 
     def weights(self) -> dict[str, torch.Tensor] | None:
         if not self.enabled:

@@ -133,10 +133,7 @@ def compete(
         "ensemble": _ensemble(task, members, has),
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["shipped"] = _shipped_summary(board[-1], board, fallback, task)
-    if combination is not None:
-        names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
-        report["shipped"]["model"] = f"a combination ({names}) of {report['shipped']['model']}"
+    report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combination)
     return Contest(report, shipped, (ship_val, has), combination)
 
 
@@ -184,9 +181,7 @@ def _holdout_only(task, trainer, final, seed, crps_samples, refs, why: str, star
         "fallback_clusters": [],
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["shipped"] = _shipped_summary(board[-1], board, [], task)
-    names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
-    report["shipped"]["model"] = f"a combination ({names}) of {report['shipped']['model']}"
+    report["shipped"] = _shipped_summary(board[-1], board, [], task, combination)
     return Contest(report, final, None, combination)
 
 
@@ -341,8 +336,11 @@ def _ensemble(task: ClusteredTask, members: list[MethodResult], has: np.ndarray)
     }
 
 
-def _shipped_summary(row: dict, board: list[dict], fallback: list[int], task) -> dict:
-    """What was saved and why, and whether a member beats it on validation."""
+def _shipped_summary(
+    row: dict, board: list[dict], fallback: list[int], task, combination: tuple | None = None
+) -> dict:
+    """What was saved (with its combination's members and weights) and why, and whether a
+    member beats it on validation."""
     mine = (row.get("validation") or {}).get("nll", np.inf)
     better = [
         r["model"]
@@ -357,6 +355,9 @@ def _shipped_summary(row: dict, board: list[dict], fallback: list[int], task) ->
         else f"the MoE with {len(fallback)} of {task.n_clusters} clusters routed to the global "
         "network"
     )
+    if combination is not None:
+        names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
+        what = f"a combination ({names}) of {what}"
     return {
         "model": what,
         "validation": row.get("validation"),

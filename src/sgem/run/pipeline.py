@@ -203,6 +203,25 @@ def _execute(
         clock.close()
 
 
+def _classical_first(task, space, budget, plan: dict | None, clock: BudgetClock) -> list | None:
+    """A forecaster's classical references (seasonal naive, AutoETS, AutoTheta), fitted before
+    the search: they need no search, and a fit that cannot say whether it beat them is not
+    done, so the budget spends their time first (`budget.deadline`) and never skips them.
+    None (they run at the end, if time is left) for other tasks, where the plan found no room
+    for them (`plan_run`: the smallest search goes first), or where they ran past twice
+    their estimate (a slow machine must not eat the search's time)."""
+    if not isinstance(space, TimeSeriesSpace):
+        return None
+    estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
+    if estimate == 0.0:
+        return None
+    until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
+    with clock.timed("classical_references"):
+        limited = replace(budget, deadline=until)
+        refs = [m.fit_evaluate(task, limited) for m in reference_methods(space)]
+    return None if any(r.val_output is None for r in refs) else refs
+
+
 def _stages(
     cfg: RunConfig,
     fingerprint: str,
@@ -253,23 +272,8 @@ def _stages(
         device=device,
         deadline=deadline(plan),
     )
-    # a forecaster's classical references (seasonal naive, AutoETS, AutoTheta) first: they
-    # need no search, and a fit that cannot say whether it beat them is not done, so the
-    # budget spends their time before the search's (`budget.deadline`), never skips them;
-    # unless the plan found no room for them (`plan_run`: then the smallest search goes
-    # first and they run at the end if time is left)
-    early_refs = None
-    room = plan is None or plan.get("references_seconds_estimate", 0.0) > 0
-    if isinstance(space, TimeSeriesSpace) and room:
-        # at most twice their estimate: a slow machine must not eat the search's time
-        estimate = (plan or {}).get("references_seconds_estimate")
-        until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
-        with clock.timed("classical_references"):
-            refs_budget = replace(budget, deadline=until)
-            early_refs = [m.fit_evaluate(task, refs_budget) for m in reference_methods(space)]
-        if any(r.val_output is None for r in early_refs):  # cut short: again at the end
-            early_refs = None
-        budget = replace(budget, deadline=deadline(plan, references_done=early_refs is not None))
+    early_refs = _classical_first(task, space, budget, plan, clock)
+    budget = replace(budget, deadline=deadline(plan, references_done=early_refs is not None))
     try:
         # in-process executors are built by the search from its own trainer
         executor = (
