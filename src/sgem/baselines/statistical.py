@@ -59,9 +59,17 @@ class StatsForecastReference:
 
     def forecast_window(self, context: np.ndarray, horizon: int, season: int):
         """(mean, scale) of one window, each (H,); raises on a failed fit."""
-        out = self.model(season).forecast(y=context, h=horizon, level=[80])
-        mean = np.asarray(out["mean"], dtype=np.float64)
-        return mean, normal_from_interval(mean, out["lo-80"], out["hi-80"])
+        return _mean_scale(self.model(season).forecast(y=context, h=horizon, level=[80]))
+
+    def fit_window(self, context: np.ndarray, horizon: int, season: int):
+        """(the model fitted on `context`, its (mean, scale)): `forward_window` applies it
+        to a longer history of the same series without estimating it again."""
+        model = self.model(season).fit(y=context)
+        return model, _mean_scale(model.predict(h=horizon, level=[80]))
+
+    def forward_window(self, model, context: np.ndarray, horizon: int):
+        """(mean, scale) of `model` (from `fit_window`) run on `context` with its parameters."""
+        return _mean_scale(model.forward(y=context, h=horizon, level=[80]))
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         require_forecasting(task, self.name)
@@ -90,6 +98,11 @@ class StatsForecastReference:
         out = student_t_output(loc, scale, np.full_like(loc, NORMAL_DF))
         extra = {"fallback_windows": fallbacks, "windows": len(x)}
         return forecast_result(self.name, budget, out, start, extra)
+
+
+def _mean_scale(out: dict) -> tuple[np.ndarray, np.ndarray]:
+    mean = np.asarray(out["mean"], dtype=np.float64)
+    return mean, normal_from_interval(mean, out["lo-80"], out["hi-80"])
 
 
 class AutoETSReference(StatsForecastReference):

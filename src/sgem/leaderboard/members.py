@@ -14,8 +14,8 @@ comparable); `fitted` keeps what a saved model needs of it. References:
   MoE whose clusters all go to it is that network;
 * tables: `LinearModel` (logistic / ridge regression) and `GradientBoosting` (histogram
   gradient boosting), scikit-learn;
-* series: `SeasonalNaiveReference`, and `ClassicalReference` (statsforecast's AutoETS /
-  AutoTheta), in `series_members.py`.
+* series: `ClassicalReference`: seasonal naive and statsforecast's AutoETS / AutoTheta,
+  in `series_members.py`.
 
 A reference that needs training is skipped, and says why, once the time budget's fence has
 passed (`sgem.train.time_fence`).
@@ -42,7 +42,7 @@ from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
-from .series_members import ClassicalReference, SeasonalNaiveReference
+from .series_members import ClassicalReference
 
 #: the Student-t df that stands for a Normal predictive (the linear and boosted models)
 NORMAL_DF = 1000.0
@@ -80,7 +80,7 @@ def reference_methods(space: CellSpace) -> list[Method]:
         return [LinearModel(), GradientBoosting()]
     if isinstance(space, TimeSeriesSpace):
         return [
-            SeasonalNaiveReference(),
+            ClassicalReference("SeasonalNaive"),
             ClassicalReference("AutoETS"),
             ClassicalReference("AutoTheta"),
         ]

