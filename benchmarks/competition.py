@@ -1,6 +1,7 @@
 """sgem against AutoETS and AutoTheta on forecasting-competition files, under the
 competition's own split: fit on `*_train.csv`, forecast the next h points of every series,
-score against `*_test.csv`.
+score against `*_test.csv`. `tourism` (the shared tourism_monthly.tsf) is split as its
+competition did: the last 24 months of every series are the test.
 
 Side by side in one run, per file: `sgem fit TRAIN --horizon H --time-budget B` (the saved
 model: searched MoE, selective routing or combination, as the leaderboard chose), then
@@ -31,7 +32,8 @@ from sgem.forecast import seasonality
 from sgem.run.predict_io import predict_file
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
-HORIZONS = {"yearly": 6, "quarterly": 8, "other": 8, "monthly": 18}
+TOURISM = DATA.parent / "timeseries" / "tourism_monthly.tsf"
+HORIZONS = {"yearly": 6, "quarterly": 8, "other": 8, "monthly": 18, "tourism": 24}
 QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -92,6 +94,24 @@ def classical_forecasts(train: pd.DataFrame, h: int, season: int, freq: str) -> 
     return out
 
 
+def tourism_split(tsf: Path, out: Path) -> None:
+    """m3-style train / test CSVs of the tourism file: the last `@horizon` (24) points of
+    every series held out, as the tourism competition's monthly track did."""
+    from sgem.data.tsf_reader import read_tsf
+
+    data = read_tsf(tsf)
+    h = int(data.horizon or 24)
+    frames = []
+    for name, attrs, values in zip(data.names(), data.attributes, data.series, strict=True):
+        ds = pd.date_range(attrs["start_timestamp"], periods=len(values), freq="MS")
+        frames.append(pd.DataFrame({"unique_id": name, "ds": ds, "y": values}))
+    long = pd.concat(frames)
+    last = long.groupby("unique_id").cumcount(ascending=False) < h
+    out.mkdir(parents=True, exist_ok=True)
+    long[~last].to_csv(out / "m3_tourism_train.csv", index=False)
+    long[last].to_csv(out / "m3_tourism_test.csv", index=False)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other"])
@@ -110,9 +130,13 @@ def main() -> None:
         "rows": [],  # flat: one per file and method (RESULTS.md)
     }
     for name in args.files:
-        train_path = args.data / f"m3_{name}_train.csv"
+        folder = args.data
+        if name == "tourism":
+            folder = Path("runs/competition-data")
+            tourism_split(TOURISM, folder)
+        train_path = folder / f"m3_{name}_train.csv"
         train = pd.read_csv(train_path, parse_dates=["ds"])
-        test = pd.read_csv(args.data / f"m3_{name}_test.csv", parse_dates=["ds"])
+        test = pd.read_csv(folder / f"m3_{name}_test.csv", parse_dates=["ds"])
         h = int(test.groupby("unique_id").size().max())
         freq = pd.infer_freq(train[train["unique_id"] == train["unique_id"].iloc[0]]["ds"])
         season = seasonality(freq)
@@ -121,6 +145,7 @@ def main() -> None:
         fc, fit_s, predict_s, shipped = sgem_forecast(
             train_path, h, args.time_budget, args.seed, run
         )
+        fc.to_csv(run / "competition_forecast.csv", index=False)
         rows = {"sgem": scores(train, test, fc, season) | {"seconds": fit_s + predict_s}}
         rows["sgem"] |= {"fit_seconds": fit_s, "predict_seconds": predict_s, "saved": shipped}
         for ref, (frame, seconds) in classical_forecasts(train, h, season, freq).items():
