@@ -119,3 +119,27 @@ def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:
 
     monkeypatch.setattr(budget.time, "perf_counter", lambda: clock["now"])
     assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0) == pytest.approx(3.0)
+
+
+def test_a_tables_combination_is_judged_on_samples_its_weights_never_saw() -> None:
+    from sgem.leaderboard.board import greedy_ensemble, log_density
+    from sgem.leaderboard.combining import cross_fitted_gain
+    from sgem.moe.combination import mixed_log_density
+
+    rng = np.random.default_rng(3)
+    n, classes = 120, 3
+    y = rng.integers(0, classes, n)
+    good = rng.normal(0, 1, (n, classes))
+    good[np.arange(n), y] += 1.5  # the MoE: informative
+    hint = np.eye(classes)[y]  # members that know a little, each with its own noise
+    noise = [rng.normal(0, 1.5, (n, classes)) + 0.6 * hint for _ in range(3)]
+    outs = [good, *noise]
+    logs = np.stack([log_density(o, y, "cross_entropy") for o in outs])
+    w = greedy_ensemble(outs, y, "cross_entropy")
+    in_sample = mixed_log_density(logs, w) - logs[0]
+    crossed = cross_fitted_gain(outs, y, "cross_entropy")
+    assert crossed.shape == (n,) and crossed.mean() < in_sample.mean()
+    # a member that is the truth itself is worth combining, also on unseen samples
+    truth = np.full((n, classes), -5.0)
+    truth[np.arange(n), y] = 5.0
+    assert cross_fitted_gain([good, truth], y, "cross_entropy").mean() > 0.5

@@ -255,3 +255,45 @@ def test_a_budgeted_fit_killed_and_resumed_continues_with_what_is_left(table, tm
     assert before >= 8.0
     assert before + resumed <= budget + 5.0
     assert sgem.load(out).predict(pd.DataFrame({"a": [1.0], "b": [2.0]})).shape == (1,)
+
+
+def test_a_forecaster_whose_references_eat_the_budget_still_ends_with_a_forecast(
+    tmp_path, monkeypatch
+) -> None:
+    """AutoETS / AutoTheta come first and take most of the budget (here they are made to
+    run past the budget's fence): the search that follows is cut short, the fit still ends
+    within budget + 5 s, and the saved model forecasts every series (the combination leans
+    on the classical members; seasonal naive runs past the fence)."""
+    from test_series_combination import trend_frame
+    from test_series_gaps import TINY
+
+    import sgem.leaderboard.series_members as series_members
+    import sgem.run.budget
+
+    budget = 25.0
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
+    monkeypatch.setattr(series_members, "classical_seconds", lambda task: 0.7 * budget)
+    real = series_members._classical
+
+    def slow(ref, *args, **kwargs):
+        if not ref.cheap:
+            time.sleep(0.9 * budget)  # past the fence; the stop rule ends their fits
+        return real(ref, *args, **kwargs)
+
+    monkeypatch.setattr(series_members, "_classical", slow)
+    frame = trend_frame()
+    start = time.perf_counter()
+    model = sgem.fit(
+        frame,
+        horizon=4,
+        context=8,
+        out=tmp_path / "run",
+        progress=False,
+        config=TINY,
+        time_budget=budget,
+        executor="inline",
+    )
+    assert time.perf_counter() - start <= budget + 5.0
+    series = [g["y"].to_numpy() for _, g in frame.groupby("unique_id", sort=False)]
+    fc = model.forecast(series, quantiles=(0.1, 0.5, 0.9))
+    assert fc.loc.shape == (40, 4) and np.isfinite(fc.loc).all()

@@ -124,8 +124,8 @@ def compete(
         "better than the best global network overall (two standard errors), a cluster keeps "
         "its expert only where it is clearly better on the cluster's validation samples; "
         "where the MoE is clearly better, a cluster leaves it only where the network is; a "
-        "forecaster's combination is fit on the holdout (the latest windows, which nothing "
-        "was chosen on) where it has enough windows",
+        "forecaster's combination, and that of a user's table, is fit on the holdout (the "
+        "latest windows / rows which nothing was chosen on) where it has enough of them",
         "rows": board,
         "fallback_clusters": fallback,
         "per_cluster": per_cluster_validation(task, moe_val, val_of(best) if usable else None, has),

@@ -51,6 +51,13 @@ MIN_STEP_FRACTION = 0.2
 FINAL_SHARE = 0.5
 
 
+#: a forecaster's classical references (AutoETS, AutoTheta) come before the search where
+#: they take at most this share of the budget: the saved model is never worse than what they
+#: give, and a fit that cannot say whether it beat them is not done (the search gets the
+#: rest, cut short by the budget's fence if it is less than its smallest run)
+REFERENCES_SHARE = 0.8
+
+
 def tail_seconds(budget: float) -> float:
     """What a fit needs after its last training (scoring the holdout, saving the model,
     figures, result.json): kept free of training by the fence (`sgem.train.time_fence`)."""
@@ -358,15 +365,27 @@ def plan_run(
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
         seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
         smallest = minimum_seconds(search_cfg, t, n_fit / max(len(task.train), 1))
-        if seconds - references < smallest <= seconds:
+        if references > REFERENCES_SHARE * seconds:
             log.warning(
                 "time budget %.0f s: no room is left for the leaderboard's AutoETS / AutoTheta "
                 "(about %.0f s); they run only if the search and final stage leave time",
                 float(cfg.time_budget),
                 references,
             )
-            references = 0.0  # the smallest search first; the leaderboard only if time is left
-        seconds -= references
+            references = 0.0  # the search first; the leaderboard only if time is left
+        elif seconds - references < smallest:
+            log.warning(
+                "time budget %.0f s: after AutoETS / AutoTheta (about %.0f s) the search has "
+                "%.0f s, less than its smallest run (%.0f s): the MoE will be cut short and "
+                "the saved model will lean on the classical forecasters; about %.0f s gives "
+                "the search room",
+                float(cfg.time_budget),
+                references,
+                max(seconds - references, 0.0),
+                smallest,
+                float(cfg.time_budget) + smallest - (seconds - references),
+            )
+        seconds = max(seconds - references, smallest) if references else seconds
         if seconds < smallest:
             needed = smallest + spent + tail_seconds(cfg.time_budget)
             raise SgemUserError(
@@ -405,6 +424,7 @@ def plan_run(
 
 __all__ = [
     "PLAN",
+    "REFERENCES_SHARE",
     "apply_plan",
     "deadline",
     "final_units",
