@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sgem.bench.user_tables import metric, scikit_learn, tables
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -67,62 +69,6 @@ def toy(seed: int, runs: Path) -> dict:
     }
 
 
-def tables(runs: Path, seed: int) -> dict[str, tuple[Path, Path]]:
-    """(train CSV, test CSV) per table: 80 / 20, stratified for classes, seeded. The test
-    rows are the user's own: no part of the fit sees them."""
-    from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
-    from sklearn.model_selection import train_test_split
-
-    runs.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, loader in (
-        ("breast_cancer", load_breast_cancer),
-        ("digits", load_digits),
-        ("diabetes", load_diabetes),
-    ):
-        frame = loader(as_frame=True).frame
-        classes = frame["target"] if name != "diabetes" else None
-        train, test = train_test_split(frame, test_size=0.2, random_state=seed, stratify=classes)
-        paths[name] = (runs / f"{name}-{seed}-train.csv", runs / f"{name}-{seed}-test.csv")
-        train.to_csv(paths[name][0], index=False)
-        test.to_csv(paths[name][1], index=False)
-    return paths
-
-
-def scikit_learn(train, test, classes: bool, seed: int) -> dict[str, float]:
-    """What a scikit-learn user fits in seconds, scored on the same test rows."""
-    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
-    from sklearn.linear_model import LogisticRegression, Ridge
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    x, y = train.drop(columns="target"), train["target"]
-    xt, yt = test.drop(columns="target"), test["target"]
-    logistic = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-    models = (
-        {
-            "logistic regression": logistic,
-            "gradient boosting": HistGradientBoostingClassifier(random_state=seed),
-        }
-        if classes
-        else {
-            "ridge regression": make_pipeline(StandardScaler(), Ridge(alpha=1.0)),
-            "gradient boosting": HistGradientBoostingRegressor(random_state=seed),
-        }
-    )
-    out = {}
-    for name, model in models.items():
-        pred = model.fit(x, y).predict(xt)
-        out[name] = _metric(yt.to_numpy(), np.asarray(pred), classes)
-    return out
-
-
-def _metric(y, pred, classes: bool) -> float:
-    if classes:
-        return float(np.mean(y == pred))
-    return float(np.sqrt(np.mean((y - pred.astype(np.float64)) ** 2)))
-
-
 def table(name: str, paths: tuple[Path, Path], budget: float, runs: Path, seed: int) -> dict:
     import pandas as pd
 
@@ -154,7 +100,7 @@ def table(name: str, paths: tuple[Path, Path], budget: float, runs: Path, seed: 
     train, test = pd.read_csv(paths[0]), pd.read_csv(paths[1])
     classes = result.get("test_accuracy") is not None
     model = sgem.load(out)
-    saved = _metric(
+    saved = metric(
         test["target"].to_numpy(), np.asarray(model.predict(test.drop(columns="target"))), classes
     )
     sklearn = scikit_learn(train, test, classes, seed)

@@ -14,7 +14,8 @@ Each script there parses its arguments and calls into these modules (one job eac
 * `forecasting`: one forecasting table run end to end (Table ts_main);
 * `replay`: a saved table's final stage retrained under another final protocol;
 * `images`, `images_tables`: the image benchmark (Table cifar_main);
-* `scaling`: one scaling run and its plot; `machine`: load and platform of the machine.
+* `scaling`: one scaling run and its plot; `machine`: load and platform of the machine;
+* `user_tables`: scikit-learn's bundled tables split as a user's, and scikit-learn on them.
 
 Nothing here is imported by the rest of the package (it sits above every layer), and
 importing it loads no optional library (statsforecast is loaded only by the methods that
