@@ -140,8 +140,9 @@ def _classical(
         seasons.append(_seasons(task, split)[rows])
         series.append(ids[rows])
         sizes.append(len(rows))
-    grouped = np.concatenate(series) if _origins(task, parts[0])[0] is not None else None
-    loc, spread = ref.forecast(histories, horizon, np.concatenate(seasons), stop, grouped)
+    grouped = np.concatenate(series).tolist() if _origins(task, parts[0])[0] is not None else None
+    season = np.concatenate(seasons).tolist()
+    loc, spread = ref.forecast(histories, horizon, season, stop, grouped)
     scale = np.concatenate(scales)[:, None]
     out = np.stack([loc / scale, spread / scale, np.full_like(loc, NORMAL_DF)], -1)
     return np.split(out, np.cumsum(sizes)[:-1])
