@@ -58,7 +58,7 @@ def test_a_regression_run_stores_calibration_and_scores_in_target_units(
     )
     assert std > 0
     text = model.summary()
-    assert "holdout: 20 % of the training file (never used to fit or choose)" in text
+    assert "holdout: 20 % of the training file (no network or reference fitted or" in text
     assert "80 % interval coverage raw -> calibrated" in text
 
 

@@ -179,10 +179,18 @@ def split_outputs(moe, split: Split, device) -> np.ndarray:
 
 
 def holdout_label(task: ClusteredTask) -> str:
-    """What the test split is, in words for the model card."""
+    """What the test split is, in words for the model card. A forecaster's or a user's
+    table's combination fits its weights there (`sgem.leaderboard.combining`); nothing else
+    is fitted or chosen on it."""
     n = len(task.train) + len(task.val) + len(task.test)
     share = 100 * len(task.test) / max(n, 1)
     of = "the training file" if task.name in ("table", "series") else "the task's data"
+    steps = np.shape(task.test.y)[1] if np.ndim(task.test.y) == 2 else 1
+    if task.name in ("table", "series") or (task.loss == "student_t" and steps > 1):
+        return (
+            f"holdout: {share:.0f} % of {of} (no network or reference fitted or chosen on "
+            "it; a saved combination's weights are)"
+        )
     return f"holdout: {share:.0f} % of {of} (never used to fit or choose)"
 
 
