@@ -11,7 +11,7 @@ wQL (mean over quantiles 0.1 ... 0.9 of 2 * sum of pinball losses / sum |y|, as 
 AutoGluon define it), 80 % interval coverage (between the 0.1 and 0.9 quantiles), and how
 many series got a forecast.
 
-    python benchmarks/competition.py --files yearly quarterly other --time-budget 300
+    python benchmarks/competition.py --files yearly quarterly other tourism --time-budget 300
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def tourism_split(tsf: Path, out: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other"])
+    p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other", "tourism"])
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--time-budget", type=float, default=300.0, help="seconds per sgem fit")
     p.add_argument("--seed", type=int, default=0)
