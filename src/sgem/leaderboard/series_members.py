@@ -130,17 +130,19 @@ def _classical(
     time; one fit per series, run forward to its later origins), else on the window's
     context."""
     histories, scales, seasons, series, sizes = [], [], [], [], []
+    whole = True  # the task keeps whole histories (then origins of a series share a fit)
     for part in parts:
         split = getattr(task, part)
         rows = np.arange(len(split.y)) if index is None else np.asarray(index)
         known, ids, scale = _origins(task, part)
+        whole = whole and known is not None
         own = known if known is not None else list(_x(split))
         histories += [own[i] for i in rows]
         scales.append(scale[rows])
         seasons.append(_seasons(task, split)[rows])
         series.append(ids[rows])
         sizes.append(len(rows))
-    grouped = np.concatenate(series).tolist() if _origins(task, parts[0])[0] is not None else None
+    grouped = np.concatenate(series).tolist() if whole else None
     season = np.concatenate(seasons).tolist()
     loc, spread = ref.forecast(histories, horizon, season, stop, grouped)
     scale = np.concatenate(scales)[:, None]
