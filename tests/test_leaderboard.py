@@ -167,3 +167,67 @@ def test_a_combination_with_a_scikit_learn_member_is_saved_and_reloads(tmp_path)
     members.write_bytes(members.read_bytes()[:-8] + b"\0" * 8)
     with pytest.raises(SgemUserError, match="checksum"):
         sgem.load(out)
+
+
+def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -> None:
+    """Member A is better on the 800 out-of-fold rows, B on the 40 holdout rows by chance:
+    greedy selection on the holdout alone would give B most of the weight, the two-step
+    rule gives A its shares from every row, and the MoE (useless here) no weight."""
+    from types import SimpleNamespace
+
+    from sgem.data.task import Split
+    from sgem.leaderboard.combining import _members_then_moe
+    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.methods.result import MethodResult
+
+    rng = np.random.default_rng(0)
+
+    def split(n: int) -> Split:
+        return Split(np.zeros((n, 1)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
+
+    task = SimpleNamespace(train=split(600), val=split(200), test=split(40), loss="cross_entropy")
+    rows = np.r_[task.train.y, task.val.y]
+
+    def member(y: np.ndarray, right: float) -> np.ndarray:
+        return _logits(np.where(y == 1, right, 1 - right))
+
+    a = MethodResult("A", 0, extra={OUT_OF_FOLD: member(rows, 0.8)})
+    b = MethodResult("B", 0, extra={OUT_OF_FOLD: member(rows, 0.6)})
+    holdout = [_logits(np.full(40, 0.5)), member(task.test.y, 0.6), member(task.test.y, 0.8)]
+    only_holdout = greedy_ensemble(holdout[1:], task.test.y, "cross_entropy")
+    assert only_holdout[1] > only_holdout[0]  # the holdout alone prefers B
+    w = _members_then_moe(task, holdout, [a, b])
+    assert w.sum() == pytest.approx(1.0) and w[0] == 0.0 and w[1] > w[2]
+    # an MoE right on 39 of the 40 holdout rows earns weight beside them
+    right = np.where(np.arange(40) == 0, 0.3, 0.97)
+    clear = _logits(np.where(task.test.y == 1, right, 1 - right))
+    assert _members_then_moe(task, [clear, *holdout[1:]], [a, b])[0] > 0.5
+
+
+def test_no_combination_saves_the_moe_and_says_so(tmp_path) -> None:
+    """`sgem fit --no-combination` on the table whose saved model is otherwise a combination
+    (above): the MoE is saved, the leaderboard says the combination was off, the run config
+    keeps it, and the model is one ONNX export can serve."""
+    import json
+
+    import yaml
+
+    from sgem.export.onnx_export import kind_of
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(800, 8))
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(8)])
+    frame["label"] = np.where(x @ np.linspace(1, -1, 8) + 0.3 * rng.normal(size=800) > 0, "a", "b")
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    search = {**TINY_SEARCH, "train": {"steps": 5}, "final_steps": 5}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"search": search}))
+    out = tmp_path / "run"
+    argv = ["fit", str(tmp_path / "t.csv"), "--target", "label", "--clusters", "4"]
+    argv += ["--config", str(tmp_path / "c.yaml"), "--out", str(out), "--quiet"]
+    assert main([*argv, "--no-combination"]) == 0
+    model = sgem.load(out)
+    assert model.combination is None and not (out / "model" / "members.safetensors").exists()
+    board = json.loads((out / "result.json").read_text())["leaderboard"]
+    assert board["combination"].startswith("off")
+    assert yaml.safe_load((out / "config.yaml").read_text())["run"]["combine"] is False
+    assert kind_of(model) == "classifier"

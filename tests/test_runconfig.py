@@ -97,6 +97,7 @@ def test_a_config_built_in_python_writes_every_field():
         "final_length",
         "crps_samples",
         "time_budget",
+        "combine",
     ]
     assert RunConfig.from_dict(d) == cfg
 
@@ -187,3 +188,12 @@ def test_final_length_is_checked_and_forecasting_presets_choose_it_on_validation
     data = load_run_config("toy").to_dict() | {"final_length": "early"}
     with pytest.raises(SgemUserError, match="final_length must be one of"):
         RunConfig.from_dict(data)
+
+
+def test_combine_is_a_boolean_and_round_trips() -> None:
+    data = load_run_config("toy").to_dict()
+    assert "combine" not in data and RunConfig.from_dict(data).combine  # on unless said
+    off = RunConfig.from_dict(data | {"combine": False})
+    assert off.to_dict()["combine"] is False
+    with pytest.raises(SgemUserError, match="combine must be true or false"):
+        RunConfig.from_dict(data | {"combine": "no"})

@@ -95,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
         help="missing values: impute (default; tables: median + indicator, most frequent "
         "category; rows without a target dropped) or error (refuse them)",
     )
+    fit.add_argument(
+        "--no-combination",
+        dest="combine",
+        action="store_false",
+        help="save the MoE (with selective routing) even where its combination with the "
+        "references scores better on the leaderboard: the model ONNX export can serve",
+    )
     for name, default in (("--id-col", "unique_id"), ("--time-col", "ds"), ("--value-col", "y")):
         fit.add_argument(name, default=default, help=f"series: column name (default {default})")
     _add_executor_flags(fit)
@@ -259,6 +266,7 @@ def _fit(args: argparse.Namespace) -> int:
             time_col=args.time_col,
             value_col=args.value_col,
             missing=args.missing,
+            combine=args.combine,
         )
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)

@@ -81,7 +81,8 @@ def kind_of(model: SgemModel) -> str:
         raise SgemUserError(
             f"this model is saved as a combination of the MoE with other members ({names}); "
             "ONNX export covers the MoE alone and would predict something else than the "
-            "saved model, so it is refused; serve it with sgem.load(...).predict"
+            "saved model, so it is refused; serve it with sgem.load(...).predict, or fit with "
+            "--no-combination (sgem.fit(..., combine=False)) to save the MoE alone"
         )
     if model.learnable_gate and not model.is_classifier:
         raise SgemUserError(

@@ -70,18 +70,22 @@ def compete(
     epochs: float | None = None,
     crps_samples: int = 100,
     refs: list[MethodResult] | None = None,
+    combination: bool = True,
 ) -> Contest:
     """Score the searched MoE (`final`, a `MethodResult`) against the global networks of its
     cells and the references of its kind (`refs`: already fitted, e.g. a forecaster's
     classical references, fitted before the search so that the budget never skips them),
-    and build the model to save."""
+    and build the model to save (`combination=False`: never a combination, the run's
+    `combine: false`)."""
     start = time.perf_counter()
     # the tracking runs' validation outputs need no training: the contest runs past the
     # budget's fence on them (the references it cannot fit any more are skipped, each says so)
     trains = retrains(task, final, length)
     if trains and fence_passed():
         why = "the time budget ended before the MoE's validation fits"
-        return _holdout_only(task, trainer, final, seed, crps_samples, refs, why, start)
+        return _holdout_only(
+            task, trainer, final, seed, crps_samples, refs, why, start, combination
+        )
     try:
         moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
     except ValueError as exc:  # no expert has both training and validation samples
@@ -114,7 +118,9 @@ def compete(
     board = rows(task, members, has, seed, crps_samples)
     shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
-    combination, combined = combine(task, ship_val, ship_test, refs, has)
+    combined_with, combined = (
+        combine(task, ship_val, ship_test, refs, has) if combination else (None, None)
+    )
     if combined:
         board[-1]["model"] = "selective-routing MoE (before the combination)"
         board.append(combined)
@@ -133,8 +139,10 @@ def compete(
         "ensemble": _ensemble(task, members, has),
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combination)
-    return Contest(report, shipped, (ship_val, has), combination)
+    report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combined_with)
+    if not combination:
+        report["combination"] = "off (combine: false, --no-combination): the MoE is saved"
+    return Contest(report, shipped, (ship_val, has), combined_with)
 
 
 def per_cluster_validation(
@@ -157,20 +165,22 @@ def per_cluster_validation(
     return out
 
 
-def _holdout_only(task, trainer, final, seed, crps_samples, refs, why: str, start: float):
+def _holdout_only(
+    task, trainer, final, seed, crps_samples, refs, why: str, start: float, combination: bool
+):
     """The contest without the MoE's validation outputs (the budget ended before they could
     be trained): a forecaster is still combined with its classical references, fitted before
     the search, on the holdout alone (the final MoE cut short by the budget may be far worse
     than they are); otherwise the searched MoE is saved."""
     forecasting = any(r.fitted is not None and r.fitted.classical is not None for r in refs or [])
-    if not forecasting:
+    if not (forecasting and combination):
         return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
     has = np.zeros(len(task.val), dtype=bool)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
     board = rows(
         task, [entry("sgem MoE (searched)", seed, None, moe_test), *refs], has, seed, crps_samples
     )
-    combination, combined = combine(task, None, moe_test, refs, has)
+    combined_with, combined = combine(task, None, moe_test, refs, has)
     if combined is None:
         return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
     board.append(combined)
@@ -181,8 +191,8 @@ def _holdout_only(task, trainer, final, seed, crps_samples, refs, why: str, star
         "fallback_clusters": [],
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["shipped"] = _shipped_summary(board[-1], board, [], task, combination)
-    return Contest(report, final, None, combination)
+    report["shipped"] = _shipped_summary(board[-1], board, [], task, combined_with)
+    return Contest(report, final, None, combined_with)
 
 
 def _cells(final, task: ClusteredTask) -> list:

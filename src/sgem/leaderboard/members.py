@@ -24,6 +24,7 @@ passed (`sgem.train.time_fence`).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,11 @@ from .series_members import ClassicalReference
 
 #: the Student-t df that stands for a Normal predictive (the linear and boosted models)
 NORMAL_DF = 1000.0
+#: `MethodResult.extra`'s key of a scikit-learn member's out-of-fold outputs on train + validation
+OUT_OF_FOLD = "out_of_fold_output"
+#: above this many train + validation rows a table's holdout is large enough alone, and five
+#: more fits of each scikit-learn member are not worth their time
+MAX_OUT_OF_FOLD_ROWS = 50_000
 
 
 def reference_budget(
@@ -170,10 +176,15 @@ class _ScikitLearn:
         name, make = self._maker(task, budget.seed)
         start = time.perf_counter()
         fields: dict[str, Any] = {"kind": self.kind, "crps_samples": budget.crps_samples}
+        joined = _joined(task.train, task.val)
+        # a user's table's combination weighs its scikit-learn members on every row's
+        # out-of-fold prediction (`sgem.leaderboard.combining`), not its holdout's alone
+        folded = task.name == "table" and len(joined) <= MAX_OUT_OF_FOLD_ROWS
         try:
-            (val,), _, _ = _sklearn_outputs(task, make, task.train, [task.val])
-            joined = _joined(task.train, task.val)
-            (test,), fitted, scale = _sklearn_outputs(task, make, joined, [task.test])
+            (val,), _, _, _ = _sklearn_outputs(task, make, task.train, [task.val])
+            (test,), fitted, scale, oof = _sklearn_outputs(
+                task, make, joined, [task.test], out_of_fold=folded and not fence_passed()
+            )
         except ValueError as exc:  # e.g. a class absent from the training split
             return MethodResult(name, budget.seed, note=f"failed: {exc}", **fields)
         return MethodResult(
@@ -183,6 +194,7 @@ class _ScikitLearn:
             val_output=val,
             test_output=test,
             fitted=Fitted(estimator=fitted, scale=scale),
+            extra={} if oof is None else {OUT_OF_FOLD: oof},
             **fields,
         )
 
@@ -221,36 +233,55 @@ def _joined(a: Split, b: Split) -> Split:
     )
 
 
-def _sklearn_outputs(task: ClusteredTask, make, fit_on: Split, predict_on: list[Split]):
-    """(outputs on each of `predict_on`, the fitted estimator, its Normal scale)."""
+def _sklearn_outputs(
+    task: ClusteredTask, make, fit_on: Split, predict_on: list[Split], out_of_fold: bool = False
+):
+    """(outputs on each of `predict_on`, the fitted estimator, its Normal scale, and with
+    `out_of_fold` the outputs on `fit_on`'s rows of models fit on the other folds, or None)."""
+    from sklearn.model_selection import cross_val_predict
+
     x, y = _x(fit_on), _targets(fit_on)
+    folds = min(5, max(2, len(y) // 20))
     model = make()
     if task.loss == "cross_entropy":
         model.fit(x, y)
-        out = []
-        for split in predict_on:
-            proba = np.full((len(split.x), task.n_classes or 0), 1e-12)
-            proba[:, model.classes_.astype(int)] = np.maximum(model.predict_proba(_x(split)), 1e-12)
-            out.append(np.log(proba / proba.sum(1, keepdims=True)))
-        return out, model, 1.0
-    from sklearn.model_selection import cross_val_predict
-
+        oof = None
+        if out_of_fold:
+            try:
+                with warnings.catch_warnings():  # a class rarer than the folds: said below
+                    warnings.simplefilter("ignore")
+                    proba = cross_val_predict(make(), x, y, cv=folds, method="predict_proba")
+                oof = _log_proba(task, np.unique(y), proba)
+            except ValueError:  # a fold without a class the others have: no out-of-fold rows
+                oof = None
+        out = [_log_proba(task, model.classes_, model.predict_proba(_x(s))) for s in predict_on]
+        return out, model, 1.0, oof
     target = y.reshape(len(y), -1)[:, 0]
     # the spread a user would quote: the cross-validated residuals' RMS (in-sample
     # residuals of a boosted model are far too small)
-    folds = min(5, max(2, len(target) // 20))
-    residual = target - cross_val_predict(make(), x, target, cv=folds)
-    scale = float(np.sqrt(np.mean(residual**2))) or 1.0
+    folded = cross_val_predict(make(), x, target, cv=folds)
+    scale = float(np.sqrt(np.mean((target - folded) ** 2))) or 1.0
     model.fit(x, target)
-    out = []
-    for split in predict_on:
-        loc = model.predict(_x(split))[:, None]
-        out.append(np.stack([loc, np.full_like(loc, scale), np.full_like(loc, NORMAL_DF)], -1))
-    return out, model, scale
+
+    def normal(loc: np.ndarray) -> np.ndarray:
+        loc = loc[:, None]
+        return np.stack([loc, np.full_like(loc, scale), np.full_like(loc, NORMAL_DF)], -1)
+
+    out = [normal(model.predict(_x(split))) for split in predict_on]
+    return out, model, scale, normal(folded) if out_of_fold else None
+
+
+def _log_proba(task: ClusteredTask, classes: np.ndarray, proba: np.ndarray) -> np.ndarray:
+    """Log probabilities over all the task's classes (a class the model never saw: ~0)."""
+    full = np.full((len(proba), task.n_classes or 0), 1e-12)
+    full[:, np.asarray(classes).astype(int)] = np.maximum(proba, 1e-12)
+    return np.log(full / full.sum(1, keepdims=True))
 
 
 __all__ = [
+    "MAX_OUT_OF_FOLD_ROWS",
     "NORMAL_DF",
+    "OUT_OF_FOLD",
     "GlobalNetwork",
     "GradientBoosting",
     "LinearModel",

@@ -70,9 +70,12 @@ def fit_config(
     value_col: str = "y",
     missing: str = "impute",
     task_kind: Literal["classification", "regression"] | None = None,
+    combine: bool = True,
 ) -> dict[str, Any]:
     """The full run config `sgem fit` runs for `data` (nothing is read but the header).
 
+    `combine=False` (CLI --no-combination) saves the MoE (with selective routing) even where
+    a combination with the references scores better: what ONNX export can serve.
     `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
     `task_kind` ("classification" / "regression") overrides a table's inferred kind."""
     from ..data.table_missing import check_policy
@@ -131,6 +134,8 @@ def fit_config(
     if n_experts is not None:
         run["search"]["n_experts"] = n_experts
     run["time_budget"] = None if time_budget is None else parse_duration(time_budget)
+    if not combine:
+        run["combine"] = False
     if config is not None:
         override = config if isinstance(config, dict) else read_config_file(config)
         run = merge(run, copy.deepcopy(override))

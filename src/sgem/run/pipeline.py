@@ -363,6 +363,7 @@ def _stages(
             epochs=protocol.final_epochs,
             crps_samples=protocol.crps_samples,
             refs=early_refs,
+            combination=cfg.combine,
         )
     shipped = contest.final
     with clock.timed("calibration"):  # on out-of-sample validation predictions

@@ -44,7 +44,15 @@ from ..space.registry import build_space
 #: The top-level keys of a run config; `task`, `space`, `search` and `torch_threads` are
 #: always there (every preset has them), the others only where a preset or a user set them.
 REQUIRED = ("task", "space", "search", "torch_threads")
-OPTIONAL = ("final_epochs", "final_length", "crps_samples", "device", "seed", "time_budget")
+OPTIONAL = (
+    "final_epochs",
+    "final_length",
+    "crps_samples",
+    "device",
+    "seed",
+    "time_budget",
+    "combine",
+)
 
 
 def _is_int(value: Any) -> bool:
@@ -70,6 +78,9 @@ class RunConfig:
     final_length: str = "fixed"
     crps_samples: int = 100  # forecasting tasks: samples of the sample-based CRPS
     time_budget: float | None = None  # seconds for the whole run (None: no budget)
+    #: whether the saved model may be a combination with the references (`sgem.leaderboard.
+    #: combining`); False saves the MoE with selective routing (e.g. for ONNX export)
+    combine: bool = True
     #: the top-level keys the config was read with, in their order: `to_dict` writes those
     #: (plus any field set to a non-default value since), so the mapping round-trips exactly
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
@@ -112,6 +123,8 @@ class RunConfig:
             raise SgemUserError(
                 f"final_length must be one of {list(FINAL_LENGTHS)}, got {self.final_length!r}"
             )
+        if not isinstance(self.combine, bool):
+            raise SgemUserError(f"combine must be true or false, got {self.combine!r}")
         if not _is_int(self.crps_samples) or self.crps_samples < 1:
             raise SgemUserError(f"crps_samples must be an integer >= 1, got {self.crps_samples!r}")
 
