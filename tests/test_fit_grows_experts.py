@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from helpers import TINY_SEARCH
 
 import sgem
@@ -62,3 +63,19 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
     saved = json.loads((out / "result.json").read_text())
     assert saved["experts_auto"]["chosen"] == auto["chosen"]
     assert model.spec.n_experts >= 1 and (out / "config.yaml").exists()  # out: K=2's run
+
+
+def test_a_k_whose_search_left_an_expert_without_a_cluster_is_scored_on_the_used_ones() -> None:
+    """K = 3 whose search routed every cluster to two experts: result.json holds the two
+    used regions' losses and a routing over them; the choice between Ks weighs them by
+    their clusters' sizes (it raised an IndexError, ending a budgeted digits fit)."""
+    from sgem.run.fitting import _validation_loss
+
+    result = {
+        "region_val_losses": [0.1, 0.4],
+        "routing": [1, 0, 0, 1],
+        "cluster_sizes": [10, 20, 30, 40],
+    }
+    assert _validation_loss(result) == pytest.approx((0.1 * 50 + 0.4 * 50) / 100)
+    result["region_val_losses"] = [None, 0.4]  # a region without validation samples
+    assert _validation_loss(result) == pytest.approx(0.4)

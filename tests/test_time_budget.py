@@ -124,7 +124,9 @@ def test_a_fit_keeps_its_budget_even_when_the_plan_is_wrong(table, tmp_path, mon
     assert model.predict(pd.DataFrame({"a": [1.0], "b": [2.0]})).shape == (1,)
 
 
-def test_a_budget_too_small_is_refused_naming_the_minimum(table, tmp_path, monkeypatch) -> None:
+def test_a_budget_too_small_is_refused_naming_the_minimum(
+    table, tmp_path, monkeypatch, caplog
+) -> None:
     import sgem.run.budget
 
     monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 5.0)
@@ -137,6 +139,7 @@ def test_a_budget_too_small_is_refused_naming_the_minimum(table, tmp_path, monke
             time_budget=20,
             executor="inline",
         )
+    assert "AutoETS" not in caplog.text  # a table has no classical references to warn of
 
 
 def test_a_fit_done_early_says_why(table, tmp_path) -> None:

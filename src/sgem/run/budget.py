@@ -365,7 +365,8 @@ def plan_run(
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
         seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
         smallest = minimum_seconds(search_cfg, t, n_fit / max(len(task.train), 1))
-        if references > REFERENCES_SHARE * seconds:
+        # (tables and images have no classical references to make room for: references 0)
+        if references and references > REFERENCES_SHARE * seconds:
             log.warning(
                 "time budget %.0f s: no room is left for the leaderboard's AutoETS / AutoTheta "
                 "(about %.0f s); they run only if the search and final stage leave time",
@@ -373,7 +374,7 @@ def plan_run(
                 references,
             )
             references = 0.0  # the search first; the leaderboard only if time is left
-        elif seconds - references < smallest:
+        elif references and seconds - references < smallest:
             log.warning(
                 "time budget %.0f s: after AutoETS / AutoTheta (about %.0f s) the search has "
                 "%.0f s, less than its smallest run (%.0f s): the MoE will be cut short and "

@@ -280,7 +280,7 @@ def fit_auto_experts(
                 shutil.rmtree(rundir, ignore_errors=True)  # refused: nothing of it is kept
             stop = f"K={k} did not fit the {budget or 0:.0f} s left ({exc})"
             break
-        val_loss = _validation_loss(result, k)
+        val_loss = _validation_loss(result)
         report.append(
             {
                 "n_experts": k,
@@ -341,14 +341,15 @@ def _why_not_grow(report: list[dict], left: float | None, k: int) -> str | None:
     return None
 
 
-def _validation_loss(result: dict, k: int) -> float:
-    """The size-weighted validation loss of a run's returned regions."""
+def _validation_loss(result: dict) -> float:
+    """The size-weighted validation loss of a run's returned regions (an expert its search
+    left without a cluster is not among them: routing and losses count the used ones)."""
     import numpy as np
 
     losses = np.asarray(
         [np.nan if v is None else v for v in result["region_val_losses"]], dtype=float
     )
-    sizes = np.bincount(result["routing"], weights=result["cluster_sizes"], minlength=k)
+    sizes = np.bincount(result["routing"], weights=result["cluster_sizes"], minlength=len(losses))
     used = ~np.isnan(losses)
     return float((losses[used] * sizes[used]).sum() / sizes[used].sum())
 
