@@ -229,5 +229,6 @@ def test_no_combination_saves_the_moe_and_says_so(tmp_path) -> None:
     assert model.combination is None and not (out / "model" / "members.safetensors").exists()
     board = json.loads((out / "result.json").read_text())["leaderboard"]
     assert board["combination"].startswith("off")
+    assert "combination: off" in model.summary()
     assert yaml.safe_load((out / "config.yaml").read_text())["run"]["combine"] is False
     assert kind_of(model) == "classifier"

@@ -49,6 +49,8 @@ def leaderboard_lines(report: dict | None) -> list[str]:
         lines.append(f"  {r['model']:{width}s}  {cells}{note}")
     shipped = report.get("shipped") or {}
     lines.append(f"  saved: {shipped.get('model', 'the searched MoE')}")
+    if report.get("combination"):  # the user turned the combination off
+        lines.append(f"  combination: {report['combination']}")
     overall = (report.get("evidence") or {}).get("overall")
     if overall:  # why: the paired validation verdict that set the burden of proof
         lines.append(
