@@ -101,6 +101,7 @@ def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) ->
         "why_it_ended": budget.get("why_it_ended"),
         "n_iterations": budget.get("n_iterations"),
         "experts_auto": result.get("experts_auto"),
+        "saved_model": (result.get("leaderboard") or {}).get("shipped", {}).get("model"),
     }
 
 
