@@ -36,6 +36,7 @@ FITS = {
     "budget3m_k2": ["--time-budget", "3m", "--experts", "2"],
 }
 PARTS = (*FITS, "api")
+SHOWN = ("K", "recovery", "per_structure", "accuracy", "wall_seconds", "saved_model", "error")
 
 
 def write_csv(seed: int, root: Path) -> tuple[Path, Path]:
@@ -89,8 +90,8 @@ def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) ->
     frame = pd.read_csv(test)
     x = frame.drop(columns=["label", "structure"])
     searched = np.asarray(result["routing"])[model.route(x).cluster]
-    budget = result.get("time_budget") or {}
-    return {
+    budget, board = result.get("time_budget") or {}, result.get("leaderboard") or {}
+    return {  # saved_model: the MoE, or a combination (with the MoE's weight)
         "command": " ".join(cmd),
         "K": len(set(result["routing"])),
         "M": len(result["routing"]),
@@ -101,7 +102,7 @@ def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) ->
         "why_it_ended": budget.get("why_it_ended"),
         "n_iterations": budget.get("n_iterations"),
         "experts_auto": result.get("experts_auto"),
-        "saved_model": (result.get("leaderboard") or {}).get("shipped", {}).get("model"),
+        "saved_model": board.get("shipped", {}).get("model"),
     }
 
 
@@ -155,9 +156,8 @@ def main() -> None:
             row["api"] = api_search(train, test, seed)
         rows.append(row)
         for part in args.parts:
-            r = row[part]
-            keys = ("K", "recovery", "per_structure", "accuracy", "wall_seconds", "error")
-            print(f"seed {seed} {part:11s}", *(f"{k} {r[k]}" for k in keys if k in r), flush=True)
+            shown = {k: v for k, v in row[part].items() if k in SHOWN}
+            print(f"seed {seed} {part:11s}", *(f"{k} {v}" for k, v in shown.items()), flush=True)
         save(rows, args)
 
 
@@ -170,8 +170,7 @@ def flat(rows: list[dict]) -> list[dict]:
 
 def save(rows: list[dict], args: argparse.Namespace) -> None:
     """The JSON so far (after every seed)."""
-    git = ["git", "rev-parse", "--short", "HEAD"]
-    commit = subprocess.run(git, capture_output=True, text=True).stdout.strip()
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     summary = {
         part: {
             "recovered_seeds": sum(bool(r[part].get("recovered")) for r in rows),
@@ -185,7 +184,7 @@ def save(rows: list[dict], args: argparse.Namespace) -> None:
     doc = {
         "what": "sgem fit on a CSV of linear / ring / XOR structures vs the Python-API search",
         "date": datetime.date.today().isoformat(),
-        "commit": commit,
+        "commit": git.stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
         "seeds": args.seeds,
         "summary": summary,
