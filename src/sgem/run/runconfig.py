@@ -78,8 +78,8 @@ class RunConfig:
     final_length: str = "fixed"
     crps_samples: int = 100  # forecasting tasks: samples of the sample-based CRPS
     time_budget: float | None = None  # seconds for the whole run (None: no budget)
-    #: whether the saved model may be a combination with the references (`sgem.leaderboard.
-    #: combining`); False saves the MoE with selective routing (e.g. for ONNX export)
+    #: whether the saved model may be a combination with the references
+    #: (`sgem.leaderboard.combining`); False saves the MoE with selective routing (for ONNX)
     combine: bool = True
     #: the top-level keys the config was read with, in their order: `to_dict` writes those
     #: (plus any field set to a non-default value since), so the mapping round-trips exactly
