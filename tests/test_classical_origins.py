@@ -51,6 +51,25 @@ def test_rolling_origins_of_a_series_share_one_fit(monkeypatch) -> None:
     assert not np.allclose(refit, loc)
 
 
+def test_a_long_history_is_fitted_on_its_most_recent_points(monkeypatch) -> None:
+    """A 120k-hour electricity history took AutoETS 80 s per fit and a 2-minute budgeted
+    fit never left planning: members see the last MAX_HISTORY points (10 seasons at least)."""
+    from sgem.moe.classical import MAX_HISTORY
+
+    seen: list[int] = []
+    ref = CountingReference()
+    fit = ref.fit_window
+    monkeypatch.setattr(ref, "fit_window", lambda x, h, s: (seen.append(len(x)), fit(x, h, s))[1])
+    member = ClassicalMember("AutoETS")
+    monkeypatch.setattr(member, "_reference", lambda: ref)
+    y = np.r_[np.full(10 * MAX_HISTORY, 1e6), np.arange(MAX_HISTORY + 500, dtype=float)]
+    loc, _ = member.forecast([y, y[:300]], 3, [24, 1])
+    assert seen == [MAX_HISTORY, 300]
+    np.testing.assert_allclose(loc[0], y[-1] + np.arange(1, 4))  # the old level is gone
+    member.forecast([y], 3, 400)  # a long season keeps ten of them
+    assert seen[-1] == 4000
+
+
 def test_statsforecast_forward_is_close_to_a_refit() -> None:
     pytest.importorskip("statsforecast")
     rng = np.random.default_rng(1)

@@ -98,6 +98,7 @@ def test_a_config_built_in_python_writes_every_field():
         "crps_samples",
         "time_budget",
         "combine",
+        "experts_at_most_clusters",
     ]
     assert RunConfig.from_dict(d) == cfg
 

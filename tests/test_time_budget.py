@@ -303,3 +303,42 @@ def test_a_forecaster_whose_references_eat_the_budget_still_ends_with_a_forecast
     series = [g["y"].to_numpy() for _, g in frame.groupby("unique_id", sort=False)]
     fc = model.forecast(series, quantiles=(0.1, 0.5, 0.9))
     assert fc.loc.shape == (40, 4) and np.isfinite(fc.loc).all()
+
+
+def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
+    tmp_path, monkeypatch
+) -> None:
+    """The budget's fence passes while the MoE's validation fits train (a 2-minute fit on
+    six 120k-hour electricity series): the MoE cannot be compared on validation, but the
+    classical references fitted before the search still are on the holdout, and the saved
+    model is their combination with it (it was the searched MoE alone)."""
+    from test_series_combination import trend_frame
+    from test_series_gaps import TINY
+
+    import sgem.leaderboard.contest as contest
+    import sgem.run.budget
+    from sgem.train.time_fence import set_fence
+
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
+    real = contest.validation_outputs
+
+    def cut(*args, **kwargs):
+        out = real(*args, **kwargs)
+        set_fence(time.time() - 1.0)  # the fits ran into the fence
+        return out
+
+    monkeypatch.setattr(contest, "validation_outputs", cut)
+    monkeypatch.setattr(contest, "retrains", lambda *a, **k: True)
+    model = sgem.fit(
+        trend_frame(),
+        horizon=4,
+        context=8,
+        out=tmp_path / "run",
+        progress=False,
+        config=TINY,
+        time_budget=60,
+        executor="inline",
+    )
+    board = model.result["leaderboard"]
+    assert "during the MoE's validation fits" in board["rule"], board
+    assert model.combination is not None and "AutoETS" in model.combination.names

@@ -91,8 +91,10 @@ def compete(
     except ValueError as exc:  # no expert has both training and validation samples
         return Contest({"skipped": str(exc)}, final, None)
     if trains and fence_passed():  # its validation fits were cut short: comparing misleads
-        why = "the time budget ended during the MoE's validation fits; the searched MoE is saved"
-        return Contest({"skipped": why}, final, None)
+        why = "the time budget ended during the MoE's validation fits"
+        return _holdout_only(
+            task, trainer, final, seed, crps_samples, refs, why, start, combination
+        )
     moe_test = split_outputs(final.moe, task.test, trainer.device)
     moe = entry("sgem MoE (searched)", seed, moe_val, moe_test)
     cells = _cells(final, task)

@@ -136,8 +136,12 @@ def fit_config(
     run["time_budget"] = None if time_budget is None else parse_duration(time_budget)
     if not combine:
         run["combine"] = False
+    override = None
     if config is not None:
         override = config if isinstance(config, dict) else read_config_file(config)
+    if n_experts is None and "n_experts" not in ((override or {}).get("search") or {}):
+        run["experts_at_most_clusters"] = True  # the preset's K, not the user's
+    if override is not None:
         run = merge(run, copy.deepcopy(override))
     run["seed"] = seed
     return run

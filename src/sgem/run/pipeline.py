@@ -33,6 +33,7 @@ from ..methods.result import drop_empty_experts
 from ..methods.sgem import SgemMethod
 from ..moe.artifact import save_final_moe
 from ..presets import PRESET_NAMES
+from ..search.config import SearchConfig
 from ..search.store import ObservationStore
 from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed, training_fence
@@ -222,6 +223,21 @@ def _classical_first(task, space, budget, plan: dict | None, clock: BudgetClock)
     return None if any(r.val_output is None for r in refs) else refs
 
 
+def experts_for(task: ClusteredTask, search: SearchConfig, shrink: bool) -> SearchConfig:
+    """The search config with K at most the task's M clusters: shrunk (with a warning) where
+    K is the preset's (`experts_at_most_clusters`), else refused before any training."""
+    k, m = search.n_experts, task.n_clusters
+    if k <= m:
+        return search
+    if not shrink:
+        raise SgemUserError(
+            f"n_experts K={k} exceeds the number of clusters M={m}: every expert needs at "
+            f"least one cluster; use --experts {m} or fewer, or more clusters (--clusters)"
+        )
+    log.warning("the data gives M = %d clusters: K = %d experts instead of %d", m, m, k)
+    return replace(search, n_experts=m)
+
+
 def _stages(
     cfg: RunConfig,
     fingerprint: str,
@@ -242,7 +258,7 @@ def _stages(
             task = build_task(cfg)
     timing = {"task": time.perf_counter() - start}  # reading, validating, building the task
     space = build_space(cfg.space)
-    search_cfg = cfg.search
+    search_cfg = experts_for(task, cfg.search, cfg.experts_at_most_clusters)
     # a resumed run whose trace has iterations must find its store (never restart silently)
     must_exist = resume and rundir.file(TRACE).exists() and rundir.file(TRACE).stat().st_size > 0
     store = ObservationStore(

@@ -52,6 +52,7 @@ OPTIONAL = (
     "seed",
     "time_budget",
     "combine",
+    "experts_at_most_clusters",
 )
 
 
@@ -81,6 +82,9 @@ class RunConfig:
     #: whether the saved model may be a combination with the references
     #: (`sgem.leaderboard.combining`); False saves the MoE with selective routing (for ONNX)
     combine: bool = True
+    #: K may shrink to the clusters the data gives (`sgem fit` without --experts: a file of
+    #: six long series gives M = 3); otherwise K > M is refused before any training
+    experts_at_most_clusters: bool = False
     #: the top-level keys the config was read with, in their order: `to_dict` writes those
     #: (plus any field set to a non-default value since), so the mapping round-trips exactly
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
@@ -123,8 +127,9 @@ class RunConfig:
             raise SgemUserError(
                 f"final_length must be one of {list(FINAL_LENGTHS)}, got {self.final_length!r}"
             )
-        if not isinstance(self.combine, bool):
-            raise SgemUserError(f"combine must be true or false, got {self.combine!r}")
+        for flag in ("combine", "experts_at_most_clusters"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SgemUserError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if not _is_int(self.crps_samples) or self.crps_samples < 1:
             raise SgemUserError(f"crps_samples must be an integer >= 1, got {self.crps_samples!r}")
 
