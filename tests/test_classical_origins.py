@@ -113,10 +113,18 @@ def _classical(name: str) -> MethodResult:
 def test_the_combination_is_shrunk_toward_the_statsforecast_members() -> None:
     from sgem.leaderboard.combining import _prior
 
+    def out(level: float) -> np.ndarray:  # Normal forecasts at `level`, scale 0.1
+        return np.stack([np.full((4, 2), level), np.full((4, 2), 0.1), np.full((4, 2), 1e3)], -1)
+
+    y = np.zeros((4, 2))
     full = [_classical("SeasonalNaive"), _classical("AutoETS"), _classical("AutoTheta")]
-    np.testing.assert_allclose(_prior(full), [0.0, 0.0, 0.5, 0.5])
+    alike = [out(0.0), out(0.3), out(0.1), out(0.12)]  # the MoE, naive, ETS, Theta
+    np.testing.assert_allclose(_prior(full, alike, y), [0.0, 0.0, 0.5, 0.5])
+    # AutoETS failed on the held-out windows: the prior is AutoTheta alone
+    failed = [out(0.0), out(0.3), out(1.0), out(0.12)]
+    np.testing.assert_allclose(_prior(full, failed, y), [0.0, 0.0, 0.0, 1.0])
     # the budget left only seasonal naive: the prior is it (the MoE earns its weight)
-    np.testing.assert_allclose(_prior(full[:1]), [0.0, 1.0])
+    np.testing.assert_allclose(_prior(full[:1], alike[:2], y), [0.0, 1.0])
 
 
 def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:

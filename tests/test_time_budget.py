@@ -305,21 +305,27 @@ def test_a_forecaster_whose_references_eat_the_budget_still_ends_with_a_forecast
     assert fc.loc.shape == (40, 4) and np.isfinite(fc.loc).all()
 
 
+@pytest.mark.parametrize("references_fit_first", [True, False])
 def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, references_fit_first
 ) -> None:
     """The budget's fence passes while the MoE's validation fits train (a 2-minute fit on
     six 120k-hour electricity series): the MoE cannot be compared on validation, but the
     classical references fitted before the search still are on the holdout, and the saved
-    model is their combination with it (it was the searched MoE alone)."""
+    model is their combination with it (it was the searched MoE alone). Where the budget
+    had no room for them (120 daily weather series in 2 minutes), seasonal naive (free)
+    is still there to compare with."""
     from test_series_combination import trend_frame
     from test_series_gaps import TINY
 
     import sgem.leaderboard.contest as contest
+    import sgem.leaderboard.series_members as series_members
     import sgem.run.budget
     from sgem.train.time_fence import set_fence
 
     monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
+    if not references_fit_first:  # their estimate leaves them no room in the budget
+        monkeypatch.setattr(series_members, "classical_seconds", lambda task: 1000.0)
     real = contest.validation_outputs
 
     def cut(*args, **kwargs):
@@ -341,4 +347,6 @@ def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
     )
     board = model.result["leaderboard"]
     assert "during the MoE's validation fits" in board["rule"], board
-    assert model.combination is not None and "AutoETS" in model.combination.names
+    assert model.combination is not None
+    expected = "AutoETS" if references_fit_first else "seasonal naive"
+    assert expected in model.combination.names, model.combination.names

@@ -28,6 +28,7 @@ from ..final.calibration import retrains, split_outputs, validation_outputs
 from ..methods.result import MethodResult
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
 from ..moe.scoring import method_scores
+from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .board import (
@@ -78,13 +79,17 @@ def compete(
     and build the model to save (`combination=False`: never a combination, the run's
     `combine: false`)."""
     start = time.perf_counter()
+    budget = reference_budget(
+        trainer, seed, steps=steps, epochs=epochs, length=length, crps_samples=crps_samples
+    )
     # the tracking runs' validation outputs need no training: the contest runs past the
     # budget's fence on them (the references it cannot fit any more are skipped, each says so)
     trains = retrains(task, final, length)
     if trains and fence_passed():
         why = "the time budget ended before the MoE's validation fits"
+        late = _late_references(task, trainer, budget, refs)
         return _holdout_only(
-            task, trainer, final, seed, crps_samples, refs, why, start, combination
+            task, trainer, final, seed, crps_samples, late, why, start, combination
         )
     try:
         moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
@@ -92,15 +97,13 @@ def compete(
         return Contest({"skipped": str(exc)}, final, None)
     if trains and fence_passed():  # its validation fits were cut short: comparing misleads
         why = "the time budget ended during the MoE's validation fits"
+        late = _late_references(task, trainer, budget, refs)
         return _holdout_only(
-            task, trainer, final, seed, crps_samples, refs, why, start, combination
+            task, trainer, final, seed, crps_samples, late, why, start, combination
         )
     moe_test = split_outputs(final.moe, task.test, trainer.device)
     moe = entry("sgem MoE (searched)", seed, moe_val, moe_test)
     cells = _cells(final, task)
-    budget = reference_budget(
-        trainer, seed, steps=steps, epochs=epochs, length=length, crps_samples=crps_samples
-    )
     globals_ = [GlobalNetwork(c).fit_evaluate(task, budget) for c in cells]
     if refs is None:
         refs = [m.fit_evaluate(task, budget) for m in reference_methods(trainer.space)]
@@ -165,6 +168,16 @@ def per_cluster_validation(
             k: round(float(v[sel].mean()), 5) for k, v in nll.items() if sel.any()
         }
     return out
+
+
+def _late_references(task, trainer, budget, refs: list[MethodResult] | None):
+    """A forecaster's references once the budget's fence has passed: those fitted before the
+    search, else seasonal naive (free: it runs past the fence; AutoETS / AutoTheta skip
+    themselves), so even a fit whose budget left no room for them is compared with it.
+    Other kinds: `refs` (their references train, and the budget has ended)."""
+    if refs is not None or not isinstance(trainer.space, TimeSeriesSpace):
+        return refs
+    return [m.fit_evaluate(task, budget) for m in reference_methods(trainer.space)]
 
 
 def _holdout_only(
