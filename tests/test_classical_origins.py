@@ -123,8 +123,8 @@ def test_the_combination_is_shrunk_toward_the_statsforecast_members() -> None:
     # AutoETS failed on the held-out windows: the prior is AutoTheta alone
     failed = [out(0.0), out(0.3), out(1.0), out(0.12)]
     np.testing.assert_allclose(_prior(full, failed, y), [0.0, 0.0, 0.0, 1.0])
-    # the budget left only seasonal naive: the prior is it (the MoE earns its weight)
-    np.testing.assert_allclose(_prior(full[:1], alike[:2], y), [0.0, 1.0])
+    # the budget left only seasonal naive: no prior (greedy selection alone weighs it)
+    assert _prior(full[:1], alike[:2], y) is None
 
 
 def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:

@@ -114,7 +114,10 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
         # beat both members on two of three; an MoE given a third of the weight by default
         # cost 0.5 to 4 % MASE on each file at a 5-minute budget)
         greedy = greedy_quantile_ensemble(outs, y_val)
-        weights = SHRINK_TO_EQUAL * _prior(ready, outs, y_val) + (1 - SHRINK_TO_EQUAL) * greedy
+        prior = _prior(ready, outs, y_val)
+        weights = (
+            greedy if prior is None else SHRINK_TO_EQUAL * prior + (1 - SHRINK_TO_EQUAL) * greedy
+        )
     elif not folded:
         weights = greedy_ensemble(outs, y_val, task.loss)
     if weights[0] == 1.0:
@@ -227,11 +230,13 @@ def _members_then_moe(
     return np.r_[w0, (1 - w0) * shares]
 
 
-def _prior(ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray) -> np.ndarray:
+def _prior(ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray) -> np.ndarray | None:
     """The weights a forecasting combination is shrunk toward (the MoE's first, 0): the
     equal combination of the statsforecast members whose quantile loss on `outs` (the MoE's
-    first, then `ready`'s) is within `PRIOR_LOSS_RATIO` of the best of them, or of what there
-    is where the budget left none (seasonal naive alone). Why the ratio: that combination is
+    first, then `ready`'s) is within `PRIOR_LOSS_RATIO` of the best of them; None where the
+    budget left none of them (seasonal naive alone is no prior: on 120 daily weather series
+    its held-out CRPS was 0.69 against the MoE's 0.33, and half the weight on it made the
+    saved model 0.46; greedy selection alone weighs the two). Why the ratio: that combination is
     robust where its members are alike (on the M3 files and tourism they are within 10 %),
     not where one fails (six hourly electricity series: AutoETS' held-out CRPS 0.126,
     AutoTheta's 0.030, and a quarter of the weight on AutoETS made the saved model worse
@@ -239,7 +244,7 @@ def _prior(ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray) -> 
     fitted = [fitted_of(m).classical for m in ready]
     strong = np.array([c is not None and not c.cheap for c in fitted], dtype=np.float64)
     if not strong.any():
-        strong[:] = 1.0
+        return None
     losses = np.array(
         [
             quantile_loss(dict(zip(WQL_GRID, member_quantiles(o, WQL_GRID), strict=True)), y).mean()

@@ -184,29 +184,34 @@ def _holdout_only(
     task, trainer, final, seed, crps_samples, refs, why: str, start: float, combination: bool
 ):
     """The contest without the MoE's validation outputs (the budget ended before they could
-    be trained): a forecaster is still combined with its classical references, fitted before
-    the search, on the holdout alone (the final MoE cut short by the budget may be far worse
-    than they are); otherwise the searched MoE is saved."""
+    be trained or while they were): a forecaster is still compared with its classical
+    references on the holdout alone, and combined with them there where that gains (the
+    final MoE cut short by the budget may be far worse than they are); otherwise the searched
+    MoE is saved unchecked."""
     forecasting = any(r.fitted is not None and r.fitted.classical is not None for r in refs or [])
-    if not (forecasting and combination):
+    if not forecasting:
         return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
     has = np.zeros(len(task.val), dtype=bool)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
     board = rows(
         task, [entry("sgem MoE (searched)", seed, None, moe_test), *refs], has, seed, crps_samples
     )
-    combined_with, combined = combine(task, None, moe_test, refs, has)
-    if combined is None:
-        return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
-    board.append(combined)
+    combined_with, combined = (
+        combine(task, None, moe_test, refs, has) if combination else (None, None)
+    )
+    if combined is not None:
+        board.append(combined)
     report: dict[str, Any] = {
-        "rule": f"{why}: the MoE and the classical references are compared and combined on "
-        "the holdout alone",
+        "rule": f"{why}: the MoE and the classical references are compared "
+        f"{'and combined ' if combination else ''}on the holdout alone",
         "rows": board,
         "fallback_clusters": [],
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["shipped"] = _shipped_summary(board[-1], board, [], task, combined_with)
+    shipped = board[-1] if combined is not None else board[0]
+    report["shipped"] = _shipped_summary(shipped, board, [], task, combined_with)
+    if not combination:
+        report["combination"] = "off (combine: false, --no-combination): the MoE is saved"
     return Contest(report, final, None, combined_with)
 
 
