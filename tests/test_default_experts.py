@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_series_combination import trend_frame
+from test_series_combination import fit_trends, trend_frame
 from test_series_gaps import TINY
 
-import sgem
 from sgem.errors import SgemUserError
 
 SEARCH = {k: v for k, v in TINY["search"].items() if k != "n_experts"}  # the preset's K (4)
@@ -18,9 +17,7 @@ CONFIG = {**TINY, "search": SEARCH, "task": {"n_windows": 300, "n_clusters": 3}}
 
 
 def test_the_presets_k_shrinks_to_the_clusters_the_data_gives(tmp_path, caplog) -> None:
-    model = sgem.fit(
-        trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=CONFIG
-    )
+    model = fit_trends(tmp_path / "run", CONFIG)
     assert len(model.result["routing"]) == 3 and max(model.result["routing"]) <= 2
     assert "K = 3 experts instead of 4" in caplog.text
     assert model.forecast([trend_frame()["y"].to_numpy()[:20]]).loc.shape == (1, 4)
@@ -29,14 +26,5 @@ def test_the_presets_k_shrinks_to_the_clusters_the_data_gives(tmp_path, caplog) 
 def test_a_k_the_user_asked_for_is_refused_before_any_training(tmp_path) -> None:
     start = time.perf_counter()
     with pytest.raises(SgemUserError, match=r"K=4 exceeds the number of clusters M=3.*--experts 3"):
-        sgem.fit(
-            trend_frame(),
-            horizon=4,
-            context=8,
-            n_experts=4,
-            out=tmp_path / "run",
-            progress=False,
-            config=CONFIG,
-            time_budget=60,
-        )
+        fit_trends(tmp_path / "run", CONFIG, n_experts=4, time_budget=60)
     assert time.perf_counter() - start < 20  # no pilot, no classical references, no search

@@ -33,6 +33,13 @@ def trend_frame() -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def fit_trends(out, config: dict, **options):
+    """`sgem.fit` on `trend_frame()` (horizon 4, context 8, no progress bars)."""
+    return sgem.fit(
+        trend_frame(), horizon=4, context=8, out=out, progress=False, config=config, **options
+    )
+
+
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     out = tmp_path_factory.mktemp("combination") / "run"

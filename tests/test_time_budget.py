@@ -315,7 +315,7 @@ def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
     model is their combination with it (it was the searched MoE alone). Where the budget
     had no room for them (120 daily weather series in 2 minutes), seasonal naive (free)
     is still there to compare with (the MoE was saved unchecked)."""
-    from test_series_combination import trend_frame
+    from test_series_combination import fit_trends
     from test_series_gaps import TINY
 
     import sgem.leaderboard.contest as contest
@@ -335,16 +335,7 @@ def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
 
     monkeypatch.setattr(contest, "validation_outputs", cut)
     monkeypatch.setattr(contest, "retrains", lambda *a, **k: True)
-    model = sgem.fit(
-        trend_frame(),
-        horizon=4,
-        context=8,
-        out=tmp_path / "run",
-        progress=False,
-        config=TINY,
-        time_budget=60,
-        executor="inline",
-    )
+    model = fit_trends(tmp_path / "run", TINY, time_budget=60, executor="inline")
     board = model.result["leaderboard"]
     assert "during the MoE's validation fits" in board["rule"], board
     models = [r["model"] for r in board["rows"]]
