@@ -118,7 +118,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
         weights = (
             greedy if prior is None else SHRINK_TO_EQUAL * prior + (1 - SHRINK_TO_EQUAL) * greedy
         )
-    elif not folded:
+    else:
         weights = greedy_ensemble(outs, y_val, task.loss)
     if weights[0] == 1.0:
         return None, None
@@ -127,11 +127,10 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     chosen = [outs[i] for i in (0, *used)]
     if forecasting:  # per window: the MoE's quantile loss minus the combination's
         combined = averaged_quantiles(chosen, w, WQL_GRID)
-        moe_alone = dict(zip(WQL_GRID, member_quantiles(outs[0], WQL_GRID), strict=True))
-        gain = quantile_loss(moe_alone, y_val) - quantile_loss(combined, y_val)
+        gain = quantile_loss(_wql_quantiles(outs[0]), y_val) - quantile_loss(combined, y_val)
     else:
         gain = cross_fitted_gain(outs, y_val, task.loss)
-    se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
+    se = _standard_error(gain)
     if fit_on == "validation" and not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
         return None, None  # on a user's holdout (nothing chosen there) greedy alone decides
     members = [ready[i - 1] for i in used]
@@ -182,16 +181,33 @@ def cross_fitted_gain(
     samples its weights never saw. (Halves were too few: a network right on most rows and
     confidently wrong on a handful won one half outright and lost the other.)"""
     logs = np.stack([log_density(o, y, loss) for o in outs])
-    parts = np.array_split(np.random.default_rng(0).permutation(len(y)), folds)
-    gain = np.zeros(len(y))
-    for score in parts:
-        fit = np.setdiff1d(np.arange(len(y)), score)
-        if len(fit) == 0 or len(score) == 0:
-            continue
+
+    def gain_on(fit: np.ndarray, score: np.ndarray) -> np.ndarray:
         w = greedy_ensemble([o[fit] for o in outs], y[fit], loss)
-        alone = mixed_log_density(logs[:1, score], np.ones(1))
-        gain[score] = mixed_log_density(logs[:, score], w) - alone
+        return mixed_log_density(logs[:, score], w) - mixed_log_density(logs[:1, score], np.ones(1))
+
+    return _cross_fitted(len(y), gain_on, folds)
+
+
+def _cross_fitted(n: int, gain_on, folds: int = 5) -> np.ndarray:
+    """Per sample, `gain_on(fit, score)` for the fold `score` it is in, whatever it fits
+    chosen on the other folds `fit` (one seeded split of the n samples)."""
+    gain = np.zeros(n)
+    for score in np.array_split(np.random.default_rng(0).permutation(n), folds):
+        fit = np.setdiff1d(np.arange(n), score)
+        if len(fit) and len(score):
+            gain[score] = gain_on(fit, score)
     return gain
+
+
+def _standard_error(gain: np.ndarray) -> float:
+    """The standard error of a paired gain's mean (infinite from fewer than two samples)."""
+    return float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
+
+
+def _wql_quantiles(out: np.ndarray) -> dict[float, np.ndarray]:
+    """One member's quantiles on the wQL's levels, {level: values}."""
+    return dict(zip(WQL_GRID, member_quantiles(out, WQL_GRID), strict=True))
 
 
 def _members_then_moe(
@@ -220,13 +236,12 @@ def _members_then_moe(
     def moe_weight(at: np.ndarray) -> float:
         return max(grid, key=lambda w0: float(density(w0, at).mean()))
 
+    def gain_on(fit: np.ndarray, score: np.ndarray) -> np.ndarray:
+        return density(moe_weight(fit), score) - density(0.0, score)
+
+    gain = _cross_fitted(logs.shape[1], gain_on)
     every = np.arange(logs.shape[1])
-    gain = np.zeros(len(every))
-    for score in np.array_split(np.random.default_rng(0).permutation(len(every)), 5):
-        w0 = moe_weight(np.setdiff1d(every, score))
-        gain[score] = density(w0, score) - density(0.0, score)
-    se = float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
-    w0 = moe_weight(every) if gain.mean() > COMBINE_MARGIN_SE * se else 0.0
+    w0 = moe_weight(every) if gain.mean() > COMBINE_MARGIN_SE * _standard_error(gain) else 0.0
     return np.r_[w0, (1 - w0) * shares]
 
 
@@ -245,12 +260,7 @@ def _prior(ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray) -> 
     strong = np.array([c is not None and not c.cheap for c in fitted], dtype=np.float64)
     if not strong.any():
         return None
-    losses = np.array(
-        [
-            quantile_loss(dict(zip(WQL_GRID, member_quantiles(o, WQL_GRID), strict=True)), y).mean()
-            for o in outs[1:]
-        ]
-    )
+    losses = np.array([quantile_loss(_wql_quantiles(o), y).mean() for o in outs[1:]])
     best = losses[strong > 0].min()
     strong[losses > PRIOR_LOSS_RATIO * best] = 0.0
     return np.r_[0.0, strong / strong.sum()]

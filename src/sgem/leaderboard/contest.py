@@ -40,6 +40,8 @@ from .board import (
 from .combining import combine, entry, fitted_of, test_of, val_of
 from .members import GlobalNetwork, reference_budget, reference_methods
 
+#: the report's word where the run's `combine: false` kept the combination out
+COMBINATION_OFF = "off (combine: false, --no-combination): the MoE is saved"
 #: how many of the experts' cells (largest regions first) get a global network
 GLOBAL_CELLS = 2
 #: a cluster keeps its own expert only where the expert's validation NLL is lower than the
@@ -85,18 +87,16 @@ def compete(
     # the tracking runs' validation outputs need no training: the contest runs past the
     # budget's fence on them (the references it cannot fit any more are skipped, each says so)
     trains = retrains(task, final, length)
-    if trains and fence_passed():
-        why = "the time budget ended before the MoE's validation fits"
-        late = _late_references(task, trainer, budget, refs)
-        return _holdout_only(
-            task, trainer, final, seed, crps_samples, late, why, start, combination
-        )
-    try:
-        moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
-    except ValueError as exc:  # no expert has both training and validation samples
-        return Contest({"skipped": str(exc)}, final, None)
-    if trains and fence_passed():  # its validation fits were cut short: comparing misleads
+    cut = trains and fence_passed()
+    why = "the time budget ended before the MoE's validation fits"
+    if not cut:
+        try:
+            moe_val, has = validation_outputs(task, trainer, final, seed, length, epochs)
+        except ValueError as exc:  # no expert has both training and validation samples
+            return Contest({"skipped": str(exc)}, final, None)
+        cut = trains and fence_passed()  # its validation fits were cut short: comparing misleads
         why = "the time budget ended during the MoE's validation fits"
+    if cut:  # the MoE cannot be compared on validation: the holdout alone
         late = _late_references(task, trainer, budget, refs)
         return _holdout_only(
             task, trainer, final, seed, crps_samples, late, why, start, combination
@@ -146,7 +146,7 @@ def compete(
     }
     report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combined_with)
     if not combination:
-        report["combination"] = "off (combine: false, --no-combination): the MoE is saved"
+        report["combination"] = COMBINATION_OFF
     return Contest(report, shipped, (ship_val, has), combined_with)
 
 
@@ -211,7 +211,7 @@ def _holdout_only(
     shipped = board[-1] if combined is not None else board[0]
     report["shipped"] = _shipped_summary(shipped, board, [], task, combined_with)
     if not combination:
-        report["combination"] = "off (combine: false, --no-combination): the MoE is saved"
+        report["combination"] = COMBINATION_OFF
     return Contest(report, final, None, combined_with)
 
 
