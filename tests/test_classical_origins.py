@@ -118,11 +118,13 @@ def test_the_combination_is_shrunk_toward_the_statsforecast_members() -> None:
 
     y = np.zeros((4, 2))
     full = [_classical("SeasonalNaive"), _classical("AutoETS"), _classical("AutoTheta")]
-    alike = [out(0.0), out(0.3), out(0.1), out(0.12)]  # the MoE, naive, ETS, Theta
+    alike = [out(0.11), out(0.3), out(0.1), out(0.12)]  # the MoE, naive, ETS, Theta
     np.testing.assert_allclose(_prior(full, alike, y), [0.0, 0.0, 0.5, 0.5])
     # AutoETS failed on the held-out windows: the prior is AutoTheta alone
-    failed = [out(0.0), out(0.3), out(1.0), out(0.12)]
+    failed = [out(0.11), out(0.3), out(1.0), out(0.12)]
     np.testing.assert_allclose(_prior(full, failed, y), [0.0, 0.0, 0.0, 1.0])
+    # the network is far ahead of both: no prior holds it back
+    assert _prior(full, [out(0.0), out(0.3), out(0.5), out(0.6)], y) is None
     # the budget left only seasonal naive: no prior (greedy selection alone weighs it)
     assert _prior(full[:1], alike[:2], y) is None
 

@@ -186,3 +186,30 @@ def _fit_with_length(tmp_path, length: str, final_steps: int):
     return sgem.fit(
         trend_frame(), horizon=4, context=8, out=tmp_path / "run", progress=False, config=config
     )
+
+
+def test_one_daily_series_is_judged_on_its_end_with_its_week(tmp_path) -> None:
+    """One series: validation windows are drawn at random (they overlap training windows),
+    so the holdout at the series' end fits the combination's weights and interval width
+    whatever its size, and the classical members model daily data's week (a frequency
+    whose MASE period is 1)."""
+    t = np.arange(400)
+    y = 20 + 5 * np.sin(2 * np.pi * t / 7) + np.random.default_rng(0).normal(0, 1, 400)
+    frame = pd.DataFrame(
+        {"unique_id": "one", "ds": pd.date_range("2022-01-01", periods=400, freq="D"), "y": y}
+    )
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
+    config = {**TINY, "search": search, "task": {"n_windows": 300, "n_clusters": 3}}
+    model = sgem.fit(frame, horizon=7, context=21, out=tmp_path / "run", progress=False,
+                     config=config)  # fmt: skip
+    result = model.result
+    assert result["series_report"]["held_out_windows"].startswith("holdout at series ends")
+    mix = model.combination
+    assert mix is not None and mix.season == 7
+    assert "weights fit on holdout (interval width on the holdout)" in mix_note(result)
+    assert result["mase_seasons"] == [1]  # the score's period stays GluonTS's
+
+
+def mix_note(result: dict) -> str:
+    rows = result["leaderboard"]["rows"]
+    return next(r["note"] for r in rows if r["model"] == "saved model (combination)")

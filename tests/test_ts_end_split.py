@@ -63,3 +63,59 @@ def test_every_series_ends_with_its_holdout():
     assert held == set(range(30))  # not a sample of series: all of them
     ends = {int(win.start[i]) + 12 for i in idx["test"]}
     assert max(ends) == 40  # the latest holdout target ends at the series' end
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lengths=st.lists(st.integers(6, 200), min_size=1, max_size=3),
+    context=st.integers(2, 12),
+    horizon=st.integers(1, 6),
+    n_windows=st.integers(10, 400),
+    seed=st.integers(0, 3),
+)
+def test_few_series_keep_their_holdout_at_the_end(lengths, context, horizon, n_windows, seed):
+    """One or two series: the holdout is still each series' last windows (no training or
+    validation target reaches into it), validation is drawn from the windows before it."""
+    out = end_split_windows(
+        _domains([lengths], seed), context, horizon, n_windows, seed, (0.7, 0.15, 0.15),
+        validation="random",
+    )  # fmt: skip
+    if out is None:  # no series has room for a holdout
+        assert all(n < 2 * (context + horizon) for n in lengths)
+        return
+    win, idx = out
+    width = context + horizon
+    first_held = {}
+    for i in idx["test"]:
+        j = int(win.series[i])
+        first_held[j] = min(first_held.get(j, 10**9), int(win.start[i]) + context)
+    for part in ("train", "val"):
+        for i in idx[part]:
+            j = int(win.series[i])
+            if j in first_held:
+                assert int(win.start[i]) + width <= first_held[j]
+    for j in {int(win.series[i]) for i in idx["test"]}:  # the latest target ends the series
+        ends = [int(win.start[i]) + width for i in idx["test"] if int(win.series[i]) == j]
+        assert max(ends) == lengths[j]
+    trained = {int(win.series[i]) for i in idx["train"]}
+    assert {int(win.series[i]) for i in idx["val"]} <= trained  # every series trains
+
+
+def test_one_long_series_is_held_out_at_its_end_and_validated_before_it():
+    from sgem.data.timeseries import SPLIT_NAMES, make_timeseries_task
+
+    t = np.arange(600)
+    series = 20 + 5 * np.sin(2 * np.pi * t / 7) + np.random.default_rng(0).normal(0, 1, 600)
+    task = make_timeseries_task(
+        {"one": [series]}, n_windows=500, n_clusters=4, context=28, horizon=7,
+        every_series=True,
+    )  # fmt: skip
+    assert task.meta["split"] == SPLIT_NAMES["holdout"]
+    windows = task.meta["windows"]
+    test_start = int(windows["test"].start.min())
+    assert int(windows["test"].start.max()) + 35 == 600  # the holdout ends the series
+    assert len(task.test) >= 50  # a share of the windows, not MAX_ORIGINS
+    for part in ("train", "val"):  # nothing trained or validated reaches into it
+        assert int(windows[part].start.max()) + 35 <= test_start + 28
+    # validation is spread over the past, not the holdout's neighbourhood alone
+    assert int(windows["val"].start.min()) < int(windows["train"].start.max())

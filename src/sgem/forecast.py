@@ -190,6 +190,12 @@ GLUONTS_SEASONALITIES: dict[str, int] = {
     "Q": 4,
 }
 
+#: the periods a classical forecaster models (`sgem.moe.classical.season_of`): GluonTS's,
+#: but a day's week, as AutoGluon and Nixtla's examples give statsforecast. AutoETS and
+#: AutoTheta test for the season themselves (AICc / a seasonality test) and drop it where the
+#: data have none; given 1, they could not see a weekly cycle in daily sales at all.
+MODEL_SEASONALITIES: dict[str, int] = {**GLUONTS_SEASONALITIES, "D": 7}
+
 #: Monash `@frequency` names -> pandas frequency strings (the archive's own FREQUENCY_MAP).
 MONASH_FREQUENCIES: dict[str, str] = {
     "4_seconds": "4S",
@@ -207,8 +213,9 @@ MONASH_FREQUENCIES: dict[str, str] = {
 _PANDAS_ALIASES = {"MIN": "T", "H": "H", "D": "D", "W": "W", "M": "M", "ME": "M", "MS": "M"}
 
 
-def seasonality(frequency: str | None) -> int:
-    """The MASE seasonal period of a frequency, by GluonTS's defaults.
+def seasonality(frequency: str | None, periods: dict[str, int] = GLUONTS_SEASONALITIES) -> int:
+    """The MASE seasonal period of a frequency, by GluonTS's defaults (`periods`: another
+    table of base frequency -> period, e.g. `MODEL_SEASONALITIES`).
 
     `frequency` is a Monash `@frequency` name ("hourly", "10_minutes", ...) or a pandas
     frequency string ("H", "2H", "30T", "1M", ...); None or an unknown name gives 1. A
@@ -226,7 +233,7 @@ def seasonality(frequency: str | None) -> int:
     base = _PANDAS_ALIASES.get(base.upper(), base.upper()) if base.upper() != "S" else "S"
     if base in ("QE", "QS"):
         base = "Q"
-    period = GLUONTS_SEASONALITIES.get(base, 1)
+    period = periods.get(base, 1)
     if n < 1:
         return 1
     s, rest = divmod(period, n)

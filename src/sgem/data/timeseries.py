@@ -127,6 +127,15 @@ def assign_windows(task: ClusteredTask, context: np.ndarray) -> np.ndarray:
     return assign_to_centroids(z, meta["descriptor_centroids"])
 
 
+#: where a series task's held-out windows are (`make_timeseries_task`'s `held_out`), as
+#: `meta["split"]` names it
+SPLIT_NAMES = {
+    "ends": "series ends",
+    "holdout": "holdout at series ends, validation at random",
+    "random": "random",
+}
+
+
 def make_timeseries_task(
     domains: Domains | str | os.PathLike | None = None,
     *,
@@ -143,7 +152,7 @@ def make_timeseries_task(
     observed: Mapping[str, Sequence[np.ndarray]] | None = None,
     every_series: bool = False,
     fix: str = "use more windows (n_windows), fewer clusters, or a larger validation fraction",
-    end_split: bool = True,
+    held_out: str = "ends",
 ) -> ClusteredTask:
     """The multi-domain forecasting `ClusteredTask` (loss "student_t").
 
@@ -180,10 +189,13 @@ def make_timeseries_task(
     there are at least as many windows as series. `fix` is the remedy named when too few
     clusters are left after merging.
 
-    With `every_series` (and `end_split`, the default) validation and holdout windows are
-    the last windows of the series (`sgem.data.ts_end_split`), never overlapping a training
-    target; where that leaves a cluster without validation windows, or too few series have
-    room, the split is random as below. `meta["split"]` says which.
+    With `every_series` (and `held_out="ends"`, the default) validation and holdout windows
+    are the last windows of the series (`sgem.data.ts_end_split`), never overlapping a
+    training target; where too few series have room, or that leaves a cluster without
+    validation windows, only the holdout stays at the ends and validation windows are drawn
+    at random before it (`held_out="holdout"`); where no series has room for a holdout, or
+    clusters are still left without validation windows, the split is random as below
+    (`held_out="random"`). `meta["split"]` says which.
 
     Caveat: windows are split at random, so a test window may overlap a training window
     cut from the same series (they are sampled independently).
@@ -194,9 +206,11 @@ def make_timeseries_task(
         domains = load_domains(domains, names=names, offline=offline)
     elif names is not None:
         domains = {n: domains[n] for n in names}
-    ended = None
-    if every_series and end_split:  # a user's series: validation and holdout at their ends
-        ended = end_split_windows(
+    if held_out not in SPLIT_NAMES:
+        raise ValueError(f"held_out must be one of {', '.join(SPLIT_NAMES)}, got {held_out!r}")
+
+    def at_ends(validation: str):
+        return end_split_windows(
             domains,
             context,
             horizon,
@@ -205,7 +219,16 @@ def make_timeseries_task(
             split,
             floor_fraction=floor_fraction,
             observed=observed,
+            validation=validation,
         )
+
+    ended = None
+    if every_series and held_out == "ends":  # a user's series: held-out windows at their ends
+        ended = at_ends("ends")
+        held_out = "ends" if ended is not None else "holdout"
+    if every_series and held_out == "holdout" and ended is None:
+        ended = at_ends("random")
+    held_out = held_out if ended is not None else "random"
     if ended is not None:
         win, idx = ended
     else:
@@ -240,7 +263,8 @@ def make_timeseries_task(
     except SgemUserError:
         if ended is None:
             raise
-        # the series' ends leave clusters without validation windows: split at random
+        # the held-out windows leave clusters without validation windows: validation at
+        # random before the holdout, then wholly at random
         return make_timeseries_task(
             domains,
             n_windows=n_windows,
@@ -254,7 +278,7 @@ def make_timeseries_task(
             observed=observed,
             every_series=every_series,
             fix=fix,
-            end_split=False,
+            held_out="holdout" if held_out == "ends" else "random",
         )
     ids, centroids, merged, m = (
         clustered.ids,
@@ -287,7 +311,7 @@ def make_timeseries_task(
         "n_clusters_requested": n_clusters,
         "merged_clusters": merged,
         # where validation and holdout windows were cut (`sgem.data.ts_end_split`)
-        "split": "series ends" if ended is not None else "random",
+        "split": SPLIT_NAMES[held_out],
         # each domain's file frequency and its MASE period (`sgem.forecast.seasonality`, 1
         # where unknown): the data sets the period every scorer of the task uses
         "frequencies": [getattr(d, "frequency", None) for d in domains.values()],

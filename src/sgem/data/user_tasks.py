@@ -132,7 +132,11 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
         "series_names": plan.names,
         "missing": cfg.get("missing") or "impute",
         "pad_short": True,
-        "series_report": {**plan.report, "series_trained": trained},
+        "series_report": {
+            **plan.report,
+            "series_trained": trained,
+            "held_out_windows": task.meta["split"],
+        },
         # each series' history without its left padding (windows index the padded series:
         # `history_offsets` says by how much), for classical members that refit on it
         "histories": [

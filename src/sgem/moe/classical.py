@@ -162,12 +162,13 @@ def _naive(x: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, np.nda
 
 
 def season_of(meta: dict | None) -> int:
-    """The seasonal period of a forecasting task's file frequency; 0 when the frequency is
+    """The seasonal period a classical member models for a forecasting task's file frequency
+    (`sgem.forecast.MODEL_SEASONALITIES`: daily data's is 7); 0 when the frequency is
     unknown (then each history's own autocorrelation chooses, as `choose_seasons` does)."""
-    from ..forecast import seasonality
+    from ..forecast import MODEL_SEASONALITIES, seasonality
 
     freq = (meta or {}).get("freq")
-    return seasonality(freq) if freq else 0
+    return seasonality(freq, MODEL_SEASONALITIES) if freq else 0
 
 
 __all__ = [
