@@ -119,3 +119,14 @@ def test_one_long_series_is_held_out_at_its_end_and_validated_before_it():
         assert int(windows[part].start.max()) + 35 <= test_start + 28
     # validation is spread over the past, not the holdout's neighbourhood alone
     assert int(windows["val"].start.min()) < int(windows["train"].start.max())
+
+
+def test_few_series_hold_out_enough_windows_and_many_keep_max_origins():
+    from sgem.data.ts_end_split import MAX_ORIGINS, MIN_HELD_OUT
+
+    win, idx = end_split_windows(_domains([[500] * 3], 0), 24, 12, 1200, 0, (0.7, 0.15, 0.15))
+    for part in ("val", "test"):  # 34 origins each from three series, not MAX_ORIGINS
+        assert len(idx[part]) >= MIN_HELD_OUT
+    win, idx = end_split_windows(_domains([[500] * 30], 0), 24, 12, 12000, 0, (0.7, 0.15, 0.15))
+    per_series = np.bincount(win.series[idx["test"]])
+    assert per_series.max() == MAX_ORIGINS

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..data.ts_end_split import MIN_HELD_OUT
 from ..methods.result import Fitted, MethodResult
 from ..moe.combination import (
     WQL_GRID,
@@ -36,8 +37,9 @@ PRIOR_LOSS_RATIO = 1.5
 #: a user's table's combination is fit on its holdout rows where it has at least this many
 MIN_HOLDOUT_ROWS = 50
 #: a forecasting combination's weights and interval width are fit on the holdout windows
-#: where it has at least this many (else on validation): see `combine`
-MIN_HOLDOUT_WINDOWS = 100
+#: where it has at least this many (else on validation): see `combine`. The series' end split
+#: holds out at least as many where the series allow (few series take more origins each).
+MIN_HOLDOUT_WINDOWS = MIN_HELD_OUT
 
 
 def entry(name: str, seed: int, val: np.ndarray | None, test: np.ndarray) -> MethodResult:
