@@ -213,3 +213,21 @@ def test_one_daily_series_is_judged_on_its_end_with_its_week(tmp_path) -> None:
 def mix_note(result: dict) -> str:
     rows = result["leaderboard"]["rows"]
     return next(r["note"] for r in rows if r["model"] == "saved model (combination)")
+
+
+def test_one_series_intervals_are_calibrated_on_its_end(tmp_path) -> None:
+    """Validation windows of one series overlap its training windows: the MoE's own interval
+    calibration uses the holdout at the series' end instead (its coverage there in-sample)."""
+    t = np.arange(300)
+    y = 10 + 0.05 * t + np.random.default_rng(1).normal(0, 1, 300)
+    frame = pd.DataFrame(
+        {"unique_id": "one", "ds": pd.date_range("2022-01-01", periods=300, freq="D"), "y": y}
+    )
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
+    config = {**TINY, "search": search, "task": {"n_windows": 250, "n_clusters": 3}}
+    model = sgem.fit(frame, horizon=7, context=14, out=tmp_path / "run", progress=False,
+                     config=config, combine=False)  # fmt: skip
+    report = model.result["calibration"]
+    assert "holdout at the series' ends" in report["source"]
+    cal = report["validation"]["coverage_80"]["calibrated"]
+    assert 0.7 <= cal["overall"] <= 0.9  # fitted there: about 80 %

@@ -56,6 +56,7 @@ __all__ = [
     "MONASH_SOURCE",
     "OFFLINE_FILES",
     "OFFLINE_TIMESERIES_DIR",
+    "SPLIT_NAMES",
     "Domains",
     "Windows",
     "assign_windows",
@@ -64,6 +65,7 @@ __all__ = [
     "make_timeseries_task",
     "make_windows",
     "unscale",
+    "validation_at_random",
     "window_descriptors",
 ]
 
@@ -134,6 +136,14 @@ SPLIT_NAMES = {
     "holdout": "holdout at series ends, validation at random",
     "random": "random",
 }
+
+
+def validation_at_random(task: ClusteredTask) -> bool:
+    """Whether a series task's validation windows were drawn at random before a holdout at
+    the series' ends (`SPLIT_NAMES["holdout"]`): they overlap training windows, so networks
+    look better there than on a forecast's question, and the holdout must judge them."""
+    meta = task.meta if isinstance(task.meta, dict) else {}
+    return meta.get("split") == SPLIT_NAMES["holdout"]
 
 
 def make_timeseries_task(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.task import ClusteredTask
+from ..data.timeseries import validation_at_random
 from ..data.ts_end_split import MIN_HELD_OUT
 from ..methods.result import Fitted, MethodResult
 from ..moe.combination import (
@@ -102,7 +103,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     #   networks' validation NLL is far below what they reach on new rows (breast cancer:
     #   0.007 on validation, 0.31-0.62 on the holdout; logistic regression 0.04 and 0.09).
     # A benchmark's table never: there the holdout is the paper's test split.
-    random_val = forecasting and _validation_at_random(task)
+    random_val = forecasting and validation_at_random(task)
     if (
         forecasting and (ship_val is None or len(task.test) >= MIN_HOLDOUT_WINDOWS or random_val)
     ) or (task.name == "table" and len(task.test) >= MIN_HOLDOUT_ROWS):
@@ -176,16 +177,6 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
         f"{gain.mean():.4f} (se {se:.4f})",
     }
     return (combination, state, arrays, holdout), row
-
-
-def _validation_at_random(task: ClusteredTask) -> bool:
-    """Whether a series task's validation windows were drawn at random before a holdout at
-    the series' ends (`sgem.data.timeseries.SPLIT_NAMES`): they overlap training windows,
-    so the networks' scores there flatter them against the classical members."""
-    from ..data.timeseries import SPLIT_NAMES
-
-    meta = task.meta if isinstance(task.meta, dict) else {}
-    return meta.get("split") == SPLIT_NAMES["holdout"]
 
 
 def _width_note(forecasting: bool, pooled: bool) -> str:
