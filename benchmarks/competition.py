@@ -19,79 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import time
 from datetime import date
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-import sgem
+from sgem.bench.future_scores import QUANTILES, classical_forecasts, scores, sgem_forecast
 from sgem.bench.machine import commit
 from sgem.forecast import seasonality
-from sgem.run.predict_io import predict_file
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
 TOURISM = DATA.parent / "timeseries" / "tourism_monthly.tsf"
-HORIZONS = {"yearly": 6, "quarterly": 8, "other": 8, "monthly": 18, "tourism": 24}
-QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-
-
-def scores(train: pd.DataFrame, test: pd.DataFrame, fc: pd.DataFrame, season: int) -> dict:
-    """MASE, sMAPE, wQL and 80 % coverage of `fc` (unique_id, ds, point, q0.1 ...)."""
-    from utilsforecast.losses import mase
-
-    df = test.merge(fc, on=["unique_id", "ds"], how="inner")
-    y = df["y"].to_numpy()
-    point = df["point"].to_numpy()
-    m = mase(df[["unique_id", "ds", "y", "point"]], ["point"], season, train)
-    pinball = [
-        2 * np.sum(np.maximum(q * (y - df[f"q{q:g}"]), (q - 1) * (y - df[f"q{q:g}"])))
-        for q in QUANTILES
-    ]
-    return {
-        "series_forecast": int(df["unique_id"].nunique()),
-        "series": int(test["unique_id"].nunique()),
-        "mase": float(m["point"].mean()),
-        "smape": float(np.mean(200 * np.abs(y - point) / (np.abs(y) + np.abs(point) + 1e-12))),
-        "wql": float(np.mean(pinball) / np.sum(np.abs(y))),
-        "coverage_80": float(np.mean((y >= df["q0.1"]) & (y <= df["q0.9"]))),
-    }
-
-
-def sgem_forecast(train_path: Path, h: int, budget: float, seed: int, run: Path) -> tuple:
-    start = time.perf_counter()
-    model = sgem.fit(train_path, horizon=h, time_budget=budget, seed=seed, out=run, progress=False)
-    fit_seconds = time.perf_counter() - start
-    frame = predict_file(model, train_path, quantiles=QUANTILES)
-    frame = frame.rename(columns={"forecast": "point"})
-    frame["ds"] = pd.to_datetime(frame["ds"])
-    shipped = ((model.result or {}).get("leaderboard") or {}).get("shipped", {}).get("model")
-    return frame, fit_seconds, time.perf_counter() - start - fit_seconds, shipped
-
-
-def classical_forecasts(train: pd.DataFrame, h: int, season: int, freq: str) -> dict:
-    """AutoETS and AutoTheta on every whole training series, with their seconds."""
-    from statsforecast import StatsForecast
-    from statsforecast.models import AutoETS, AutoTheta
-
-    levels = sorted({round(100 * abs(1 - 2 * q)) for q in QUANTILES if q != 0.5})
-    out = {}
-    for model in (AutoETS(season_length=season), AutoTheta(season_length=season)):
-        name = type(model).__name__
-        start = time.perf_counter()
-        fc = StatsForecast(models=[model], freq=freq, n_jobs=1).forecast(
-            df=train, h=h, level=levels
-        )
-        seconds = time.perf_counter() - start
-        frame = fc.reset_index() if "unique_id" not in fc.columns else fc
-        frame = frame.rename(columns={name: "point"})
-        for q in QUANTILES:
-            level = round(100 * abs(1 - 2 * q))
-            col = "point" if q == 0.5 else f"{name}-{'lo' if q < 0.5 else 'hi'}-{level}"
-            frame[f"q{q:g}"] = frame[col]
-        out[name] = (frame, seconds)
-    return out
 
 
 def tourism_split(tsf: Path, out: Path) -> None:
