@@ -93,7 +93,7 @@ def main() -> None:
                 rows[ref] = scores(train, future, frame, mase_season) | {"seconds": seconds}
             print(f"{name} (h={h}, {len(train)} points, saved: {shipped})")
             for method, s in rows.items():
-                record["rows"].append({"series": name, "method": method, **s})
+                record["rows"].append({"data": name, "method": method, **s})
                 print(
                     f"  {method:10s} MASE {s['mase']:.3f}  wQL {s['wql']:.4f}  "
                     f"cov80 {s['coverage_80']:.3f}"
@@ -102,7 +102,7 @@ def main() -> None:
     for metric in ("mase", "wql"):
         by = {}
         for r in record["rows"]:
-            by.setdefault(r["series"], {})[r["method"]] = r[metric]
+            by.setdefault(r["data"], {})[r["method"]] = r[metric]
         wins[metric] = sum(v["sgem"] <= min(v["AutoETS"], v["AutoTheta"]) for v in by.values())
     record["sgem_at_most_best_reference"] = {**wins, "series": len(by)}
     print(f"sgem at most the best of AutoETS / AutoTheta: {record['sgem_at_most_best_reference']}")
