@@ -147,10 +147,11 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     val_outs = None if ship_val is None else [ship_val[has], *[val_of(m)[has] for m in members]]
     test_outs = [ship_test, *[test_of(m) for m in members]]
     spread = 1.0
+    both_parts = val_outs is not None and not random_val  # (validation random: holdout alone)
     if forecasting:  # the combined 80 % interval made to cover 80 % of every held-out step:
         # validation (a window of every series) and the holdout (the latest ones) pooled
         pooled, y_pooled = test_outs, np.asarray(task.test.y)
-        if val_outs is not None and not random_val:
+        if both_parts:
             pooled = [np.concatenate([v, t]) for v, t in zip(val_outs, test_outs, strict=True)]
             y_pooled = np.concatenate([task.val.y[has], y_pooled])
         spread = conformal_spread(averaged_quantiles(pooled, w, WQL_GRID), y_pooled)
@@ -172,7 +173,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
         "validation": {k.removeprefix("test_"): v for k, v in validation.items()},
         "holdout": {k.removeprefix("test_"): v for k, v in holdout.items()},
         "note": f"weights fit on {fit_on}"
-        f"{_width_note(forecasting, val_outs is not None and not random_val)}; "
+        f"{_width_note(forecasting, both_parts)}; "
         f"paired gain there in {'quantile loss' if forecasting else 'log density, cross-fitted'} "
         f"{gain.mean():.4f} (se {se:.4f})",
     }
