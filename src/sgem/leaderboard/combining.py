@@ -151,7 +151,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     if forecasting:  # the combined 80 % interval made to cover 80 % of every held-out step:
         # validation (a window of every series) and the holdout (the latest ones) pooled
         pooled, y_pooled = test_outs, np.asarray(task.test.y)
-        if both_parts:
+        if both_parts and val_outs is not None:
             pooled = [np.concatenate([v, t]) for v, t in zip(val_outs, test_outs, strict=True)]
             y_pooled = np.concatenate([task.val.y[has], y_pooled])
         spread = conformal_spread(averaged_quantiles(pooled, w, WQL_GRID), y_pooled)
