@@ -19,13 +19,17 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from datetime import date
 from pathlib import Path
 
 import pandas as pd
 
-from sgem.bench.future_scores import QUANTILES, classical_forecasts, scores, sgem_forecast
-from sgem.bench.machine import commit
+from sgem.bench.future_scores import (
+    add_rows,
+    classical_forecasts,
+    new_record,
+    scores,
+    sgem_forecast,
+)
 from sgem.forecast import seasonality
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
@@ -58,15 +62,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/competition.json"))
     args = p.parse_args()
-    record = {
-        "date": date.today().isoformat(),
-        "commit": commit() or "unknown",
-        "seed": args.seed,
-        "time_budget_s": args.time_budget,
-        "quantiles": list(QUANTILES),
-        "files": {},
-        "rows": [],  # flat: one per file and method (RESULTS.md)
-    }
+    record = new_record(args.seed, args.time_budget, files={})
     for name in args.files:
         folder = args.data
         if name == "tourism":
@@ -93,13 +89,7 @@ def main() -> None:
         record["files"][name] = {"h": h, "freq": freq, "season": season, "rows": rows}
         record["files"][name]["sgem_at_most_best_reference"] = verdict
         print(f"{name} (h={h}, season={season}, budget {args.time_budget:.0f} s, saved: {shipped})")
-        for r, s in rows.items():
-            record["rows"].append({"file": name, "method": r, **s})
-            print(
-                f"  {r:10s} MASE {s['mase']:.3f}  sMAPE {s['smape']:.2f}  wQL {s['wql']:.4f}  "
-                f"cov80 {s['coverage_80']:.3f}  series {s['series_forecast']}/{s['series']}  "
-                f"{s['seconds']:.1f} s"
-            )
+        add_rows(record, "file", name, rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1))
     print(f"wrote {args.out}")

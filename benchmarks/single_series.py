@@ -17,14 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from datetime import date
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from sgem.bench.future_scores import classical_forecasts, scores, sgem_forecast
-from sgem.bench.machine import commit
+from sgem.bench.future_scores import (
+    add_rows,
+    classical_forecasts,
+    new_record,
+    scores,
+    sgem_forecast,
+)
 from sgem.data.tsf_reader import read_tsf
 from sgem.forecast import MODEL_SEASONALITIES, seasonality
 
@@ -65,13 +69,7 @@ def main() -> None:
     p.add_argument("--files", nargs="+", default=list(FILES))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/single_series.json"))
     args = p.parse_args()
-    record = {
-        "date": date.today().isoformat(),
-        "commit": commit() or "unknown",
-        "seed": args.seed,
-        "time_budget_s": args.time_budget,
-        "rows": [],
-    }
+    record = new_record(args.seed, args.time_budget)
     for file in args.files:
         for index in FILES[file][2]:
             train, future, freq, h = one_series(file, index)
@@ -92,12 +90,7 @@ def main() -> None:
             for ref, (frame, seconds) in refs.items():
                 rows[ref] = scores(train, future, frame, mase_season) | {"seconds": seconds}
             print(f"{name} (h={h}, {len(train)} points, saved: {shipped})")
-            for method, s in rows.items():
-                record["rows"].append({"data": name, "method": method, **s})
-                print(
-                    f"  {method:10s} MASE {s['mase']:.3f}  wQL {s['wql']:.4f}  "
-                    f"cov80 {s['coverage_80']:.3f}"
-                )
+            add_rows(record, "data", name, rows)
     wins = {}
     for metric in ("mase", "wql"):
         by = {}

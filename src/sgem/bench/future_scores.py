@@ -38,6 +38,37 @@ def scores(train: pd.DataFrame, test: pd.DataFrame, fc: pd.DataFrame, season: in
     }
 
 
+def new_record(seed: int, time_budget: float, **more) -> dict:
+    """A future-scored benchmark's JSON record: when, at which commit, the seed, the budget
+    of each sgem fit, the quantiles scored, `more`, and its (flat) rows."""
+    from datetime import date
+
+    from .machine import commit
+
+    return {
+        "date": date.today().isoformat(),
+        "commit": commit() or "unknown",
+        "seed": seed,
+        "time_budget_s": time_budget,
+        "quantiles": list(QUANTILES),
+        **more,
+        "rows": [],  # flat: one per series or file and method (RESULTS.md)
+    }
+
+
+def add_rows(record: dict, key: str, name: str, rows: dict[str, dict]) -> None:
+    """Append one flat row per method of `rows` ({method: scores}) to `record["rows"]`,
+    named by `key` = `name`, and print each method's scores."""
+    for method, s in rows.items():
+        record["rows"].append({key: name, "method": method, **s})
+        seconds = s.get("seconds", s.get("fit_seconds"))
+        print(
+            f"  {method:13s} MASE {s['mase']:.3f}  sMAPE {s['smape']:.2f}  wQL {s['wql']:.4f}  "
+            f"cov80 {s['coverage_80']:.3f}  series {s['series_forecast']}/{s['series']}"
+            + (f"  {seconds:.1f} s" if seconds is not None else "")
+        )
+
+
 def sgem_forecast(train_path: Path, h: int, budget: float, seed: int, run: Path) -> tuple:
     """(forecast frame, fit seconds, predict seconds, what was saved) of `sgem.fit` on
     `train_path` with a time budget, predicting the next `h` points of every series."""
@@ -87,4 +118,4 @@ def classical_forecasts(
     return out
 
 
-__all__ = ["QUANTILES", "classical_forecasts", "scores", "sgem_forecast"]
+__all__ = ["QUANTILES", "add_rows", "classical_forecasts", "new_record", "scores", "sgem_forecast"]
