@@ -231,3 +231,29 @@ def test_one_series_intervals_are_calibrated_on_its_end(tmp_path) -> None:
     assert "holdout at the series' ends" in report["source"]
     cal = report["validation"]["coverage_80"]["calibrated"]
     assert 0.7 <= cal["overall"] <= 0.9  # fitted there: about 80 %
+
+
+def test_one_series_without_an_id_column_is_fitted_and_predicted_by_its_own_names(
+    tmp_path,
+) -> None:
+    """A user's single series as (date, sales): read as one series (not a table that lacks
+    --target), and `sgem predict` reads new data with the names it was fitted with."""
+    from sgem.run.fitting import infer_kind
+    from sgem.run.predict_io import predict_file
+
+    t = np.arange(200)
+    frame = pd.DataFrame(
+        {"date": pd.date_range("2023-01-01", periods=200, freq="D"), "sales": 5 + np.sin(t)}
+    )
+    path = tmp_path / "sales.csv"
+    frame.to_csv(path, index=False)
+    assert infer_kind(path, time_col="date", value_col="sales") == "timeseries"
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
+    config = {**TINY, "search": search, "task": {"n_windows": 150, "n_clusters": 3}}
+    model = sgem.fit(path, horizon=7, context=14, time_col="date", value_col="sales",
+                     out=tmp_path / "run", progress=False, config=config)  # fmt: skip
+    assert model.spec.info["series_columns"] == {
+        "id_col": None, "time_col": "date", "value_col": "sales",
+    }  # fmt: skip
+    fc = predict_file(model, path)
+    assert len(fc) == 7 and np.isfinite(fc["forecast"]).all()

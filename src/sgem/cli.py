@@ -103,7 +103,14 @@ def _parser() -> argparse.ArgumentParser:
         "references scores better on the leaderboard: the model ONNX export can serve",
     )
     for name, default in (("--id-col", "unique_id"), ("--time-col", "ds"), ("--value-col", "y")):
-        fit.add_argument(name, default=default, help=f"series: column name (default {default})")
+        more = (
+            "; a table of only the time and value columns is one series"
+            if default == "unique_id"
+            else ""
+        )
+        fit.add_argument(
+            name, default=default, help=f"series: column name (default {default}{more})"
+        )
     _add_executor_flags(fit)
     resume = sub.add_parser("resume", help="continue an interrupted run from its checkpoint")
     resume.add_argument("rundir", help="the run directory to continue")

@@ -103,12 +103,12 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     from .series_plan import plan_series
     from .timeseries import make_timeseries_task
 
-    data = read_long_series(
-        cfg["path"],
-        id_col=cfg.get("id_col", "unique_id"),
-        time_col=cfg.get("time_col", "ds"),
-        value_col=cfg.get("value_col", "y"),
-    )
+    columns = {
+        "id_col": cfg.get("id_col", "unique_id"),
+        "time_col": cfg.get("time_col", "ds"),
+        "value_col": cfg.get("value_col", "y"),
+    }
+    data = read_long_series(cfg["path"], **columns)
     plan = plan_series(data, cfg)
     task = make_timeseries_task(
         {"series": plan.series},
@@ -126,6 +126,8 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     meta = {
         **task.meta,
         "freq": data.freq,
+        # the file's column names, which `sgem predict` reads new series with
+        "series_columns": columns,
         # the frequency read from the file or inferred from the timestamps sets the MASE period
         "frequencies": [data.freq],
         "seasonality": [seasonality(data.freq)],

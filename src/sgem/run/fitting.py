@@ -27,8 +27,8 @@ _TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".gz", ".parquet", ".pq")
 
 
 def infer_kind(path: Path, id_col: str = "unique_id", time_col: str = "ds", value_col: str = "y"):
-    """'images' for a folder, 'timeseries' for .tsf or a table with the series columns,
-    'tabular' for any other table or NPZ."""
+    """'images' for a folder, 'timeseries' for .tsf or a table with the series columns (or
+    only the time and value columns: one series), 'tabular' for any other table or NPZ."""
     if path.is_dir():
         return "images"
     suffix = path.suffix.lower()
@@ -44,7 +44,8 @@ def infer_kind(path: Path, id_col: str = "unique_id", time_col: str = "ds", valu
         from ..data.files import read_frame
 
         columns = set(read_frame(path).columns)
-        return "timeseries" if {id_col, time_col, value_col} <= columns else "tabular"
+        one_series = columns == {time_col, value_col}
+        return "timeseries" if {id_col, time_col, value_col} <= columns or one_series else "tabular"
     raise SgemUserError(
         f"cannot tell what {path.name} holds; give a CSV/Parquet/NPZ table, a .tsf file or a "
         "folder of images (or --kind)"
@@ -122,7 +123,7 @@ def fit_config(
             horizon=horizon,
             context=context,
             n_windows=None,
-            id_col=id_col,
+            id_col=_series_id(path, id_col),
             time_col=time_col,
             value_col=value_col,
         )
@@ -211,6 +212,16 @@ def fit(
     model = load(out)
     model.result = result
     return model
+
+
+def _series_id(path: Path, id_col: str) -> str | None:
+    """The id column of a series table, or None where the table has none: one series (its
+    time and value columns are checked when it is read)."""
+    if path.suffix.lower() not in _TABLE_SUFFIXES:
+        return id_col
+    from ..data.files import read_frame
+
+    return id_col if id_col in read_frame(path).columns else None
 
 
 def _experts(value: int | str | None) -> int | None:

@@ -426,6 +426,7 @@ def _stages(
             "target_standardisation": task.meta.get("target_standardisation"),
             "target": task.meta.get("target"),
             "freq": task.meta.get("freq"),
+            "series_columns": task.meta.get("series_columns"),
             # one network of each expert's cell on all clusters, same test samples
             "reference_networks_test": result.get("global_networks_test"),
             "calibration": calibration.state,

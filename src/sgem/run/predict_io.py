@@ -126,15 +126,18 @@ def forecastable(pre: ForecastPreprocessor, series: dict[str, np.ndarray]) -> li
     return names
 
 
-def _series_file(path: Path) -> Any:
+def _series_file(model: SgemModel, path: Path) -> Any:
+    """The series of `path`, read with the column names the model was fitted on (a model
+    saved before they were kept: unique_id, ds, y)."""
     from ..data.files import read_long_series
 
+    columns = model.spec.info.get("series_columns") or {}
     if path.suffix.lower() not in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".tsf", ".zip"):
         raise SgemUserError(
             f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
             f"file, not {path.name}"
         )
-    return read_long_series(path)
+    return read_long_series(path, **columns)
 
 
 def predict_file(
@@ -142,7 +145,7 @@ def predict_file(
 ) -> pd.DataFrame:
     """Read `path` as the model's kind of input and return the predictions table."""
     if isinstance(model.preprocessor, ForecastPreprocessor):
-        data = _series_file(_exists(path))
+        data = _series_file(model, _exists(path))
         return _forecast_frame(model, data.series, data, quantiles)
     x, ids = read_input(model, path)
     return predict_table(model, x, ids)
@@ -156,7 +159,7 @@ def read_input(model: SgemModel, path: str | os.PathLike) -> tuple[Any, list | N
     pre = model.preprocessor
     suffix = path.suffix.lower()
     if isinstance(pre, ForecastPreprocessor):
-        series = _series_file(path).series
+        series = _series_file(model, path).series
         names = forecastable(pre, series)
         return [series[n] for n in names], names
     if isinstance(pre, ImagePreprocessor):
