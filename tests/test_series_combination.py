@@ -231,6 +231,7 @@ def test_one_series_intervals_are_calibrated_on_its_end(tmp_path) -> None:
     assert "holdout at the series' ends" in report["source"]
     cal = report["validation"]["coverage_80"]["calibrated"]
     assert 0.7 <= cal["overall"] <= 0.9  # fitted there: about 80 %
+    assert "holdout" in str(model).split("interval coverage raw -> calibrated: ")[1][:8]
 
 
 def test_one_series_without_an_id_column_is_fitted_and_predicted_by_its_own_names(

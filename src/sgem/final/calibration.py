@@ -33,6 +33,7 @@ from ..data.task import ClusteredTask, Split
 from ..data.timeseries import validation_at_random
 from ..execution.jobs import job_seed
 from ..moe.calibration import (
+    HOLDOUT_SOURCE,
     IntervalCalibration,
     clip_to_support,
     coverage,
@@ -239,7 +240,7 @@ def calibrate_final(
         else "each expert retrained on its region's training split only"
     )
     if on_holdout:  # (its holdout coverage is then in-sample)
-        source = "the final MoE on the holdout at the series' ends (validation overlaps training)"
+        source = HOLDOUT_SOURCE
     report = {"source": source, "seconds": round(seconds, 3), **report}
     label = holdout_label(task)
     report["holdout"] = {"label": label, **report["holdout"]}

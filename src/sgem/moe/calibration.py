@@ -268,6 +268,11 @@ def never_negative(series: object, context: np.ndarray) -> np.ndarray:
     return np.asarray(ctx & hist)
 
 
+#: a forecaster's calibration source where its validation windows were drawn at random (one
+#: or two series): the final MoE's holdout outputs at the series' ends
+HOLDOUT_SOURCE = "the final MoE on the holdout at the series' ends (validation overlaps training)"
+
+
 def card_lines(state: dict) -> list[str]:
     """The model card's lines on units and calibration (none for a model saved without)."""
     lines: list[str] = []
@@ -289,7 +294,13 @@ def card_lines(state: dict) -> list[str]:
             "ECE (15 bins) raw -> calibrated: validation {:.3f} -> {:.3f}, holdout {:.3f} -> "
             "{:.3f}".format(*ece)
         )
-    if "coverage_80" in val:
+    if "coverage_80" in val and report.get("source") == HOLDOUT_SOURCE:
+        cov = [hold["coverage_80"][k]["overall"] for k in ("raw", "calibrated")]
+        lines.append(
+            "  80 % interval coverage raw -> calibrated: holdout {:.2f} -> {:.2f} (where it was "
+            "fitted: one or two series' validation windows overlap training)".format(*cov)
+        )
+    elif "coverage_80" in val:
         cov = [d["coverage_80"][k]["overall"] for d in (val, hold) for k in ("raw", "calibrated")]
         lines.append(
             "  80 % interval coverage raw -> calibrated: validation {:.2f} -> {:.2f} (where "
@@ -305,6 +316,7 @@ def card_lines(state: dict) -> list[str]:
 
 __all__ = [
     "ECE_BINS",
+    "HOLDOUT_SOURCE",
     "LEVELS",
     "MIN_COUNT",
     "IntervalCalibration",
