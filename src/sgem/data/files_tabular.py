@@ -111,16 +111,22 @@ def _existing_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def read_frame(path: str | os.PathLike) -> pd.DataFrame:
-    """A CSV/TSV (optionally .gz) or Parquet file as a DataFrame, refusing empty files."""
+def read_frame(path: str | os.PathLike, header_only: bool = False) -> pd.DataFrame:
+    """A CSV/TSV (optionally .gz) or Parquet file as a DataFrame, refusing empty files;
+    `header_only`: its columns alone (no rows read), to decide what the file holds."""
     path = _existing_file(path)
     suffix = _suffix(path)
     try:
         if suffix in (".parquet", ".pq"):
             _require_pyarrow()
+            if header_only:
+                import pyarrow.parquet as pq
+
+                return pd.DataFrame(columns=[str(c) for c in pq.read_schema(path).names])
             frame = pd.read_parquet(path)
         elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz"):
-            frame = pd.read_csv(path, sep="\t" if suffix.startswith(".tsv") else ",")
+            sep = "\t" if suffix.startswith(".tsv") else ","
+            frame = pd.read_csv(path, sep=sep, nrows=0 if header_only else None)
         else:
             raise SgemUserError(
                 f"{path}: unsupported file type {suffix or '(no suffix)'!r}; give a .csv, .tsv, "
@@ -134,7 +140,7 @@ def read_frame(path: str | os.PathLike) -> pd.DataFrame:
         raise SgemUserError(
             f"{path}: could not be read as {suffix} ({exc}); check the file"
         ) from exc
-    if len(frame) == 0:
+    if len(frame) == 0 and not header_only:
         raise SgemUserError(f"{path} has no data rows (columns: {list(frame.columns)})")
     frame.columns = [str(c) for c in frame.columns]
     return frame

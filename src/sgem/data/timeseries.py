@@ -233,12 +233,12 @@ def make_timeseries_task(
         )
 
     ended = None
-    if every_series and held_out == "ends":  # a user's series: held-out windows at their ends
-        ended = at_ends("ends")
-        held_out = "ends" if ended is not None else "holdout"
-    if every_series and held_out == "holdout" and ended is None:
-        ended = at_ends("random")
-    held_out = held_out if ended is not None else "random"
+    if every_series and held_out != "random":  # a user's series: held out at their ends
+        ended = at_ends("ends") if held_out == "ends" else None
+        if ended is None:  # too few series for validation there: the holdout alone
+            held_out, ended = "holdout", at_ends("random")
+    if ended is None:
+        held_out = "random"
     if ended is not None:
         win, idx = ended
     else:

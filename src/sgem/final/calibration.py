@@ -215,7 +215,7 @@ def calibrate_final(
     units = target_units(task, final, test_out)
     # one or two series: the validation windows overlap training windows and would make the
     # intervals too narrow; the holdout at the series' ends calibrates them
-    on_holdout = task.loss != "cross_entropy" and validation_at_random(task)
+    on_holdout = validation_at_random(task)
     calibrating = task.test if on_holdout else task.val
     if on_holdout:
         validation = (test_out, np.ones(len(task.test), dtype=bool))

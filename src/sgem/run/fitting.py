@@ -43,7 +43,7 @@ def infer_kind(path: Path, id_col: str = "unique_id", time_col: str = "ds", valu
     if suffix in _TABLE_SUFFIXES:
         from ..data.files import read_frame
 
-        columns = set(read_frame(path).columns)
+        columns = set(read_frame(path, header_only=True).columns)
         one_series = columns == {time_col, value_col}
         return "timeseries" if {id_col, time_col, value_col} <= columns or one_series else "tabular"
     raise SgemUserError(
@@ -221,7 +221,7 @@ def _series_id(path: Path, id_col: str) -> str | None:
         return id_col
     from ..data.files import read_frame
 
-    return id_col if id_col in read_frame(path).columns else None
+    return id_col if id_col in read_frame(path, header_only=True).columns else None
 
 
 def _experts(value: int | str | None) -> int | None:
