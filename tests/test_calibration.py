@@ -104,6 +104,19 @@ def test_temperature_lowers_nll_of_overconfident_logits() -> None:
     assert np.array_equal(softmax(overconfident, t).argmax(1), overconfident.argmax(1))
 
 
+def test_temperature_sharpens_underconfident_logits_but_never_a_perfect_split() -> None:
+    rng = np.random.default_rng(1)
+    true_logits = rng.normal(0, 2.0, (2000, 3))
+    y = np.asarray([rng.choice(3, p=p) for p in softmax(true_logits)])
+    assert 0.3 < fit_temperature(0.5 * true_logits, y) < 0.65  # underconfident: T < 1
+    # a validation split classified without an error (36 clean rows): the likelihood rises
+    # as T -> 0, which would make every probability 0 or 1; T stays at 1 or above
+    separated = np.eye(3)[np.arange(36) % 3] * 6.0 + rng.normal(0, 0.5, (36, 3))
+    t = fit_temperature(separated, np.arange(36) % 3)
+    assert 1.0 <= t < 1.2
+    assert softmax(separated, t).max() < 1.0 - 1e-6
+
+
 def test_never_negative_reads_the_whole_history() -> None:
     context = np.ones((2, 3))
     assert never_negative([np.r_[-1.0, 2, 2, 2], np.r_[0.0, 1, 1]], context).tolist() == [

@@ -84,4 +84,32 @@ def test_a_classification_run_fits_a_temperature(tmp_path, monkeypatch) -> None:
     report = model.result["calibration"]
     assert set(report["holdout"]["ece_15"]) == {"raw", "calibrated"}
     assert "ECE (15 bins)" in model.summary()
-    assert 0 <= model.evaluate(frame[["a", "b"]], frame["label"])["test_ece_15"] <= 1
+    scores = model.evaluate(frame[["a", "b"]], frame["label"])
+    assert 0 <= scores["test_ece_15"] <= 1
+    truth = (frame["label"] == model.classes[1]).to_numpy().astype(int)  # what users get
+    assert scores["test_nll_calibrated"] == pytest.approx(-np.log(p[np.arange(400), truth]).mean())
+
+
+def test_evaluate_scores_what_predict_gives(positive_regression, tmp_path) -> None:
+    """MAE, RMSE and coverage of the predictions a user gets (a combination's included),
+    rows without a target left out with a note, and the quantiles `sgem predict` is asked."""
+    from sgem.run.predict_io import predict_file
+
+    model, frame = positive_regression
+    x, y = frame[["a", "b"]], frame["price"].to_numpy()
+    point, q = model.predict(x), model.predict_quantiles(x, (0.1, 0.9))
+    scores = model.evaluate(x, y)
+    assert scores["test_mae"] == pytest.approx(np.mean(np.abs(point - y)), rel=1e-6)
+    assert scores["test_mae"] <= scores["test_rmse"] * (1 + 1e-9)
+    assert scores["test_coverage_80"] == pytest.approx(np.mean((y >= q[0.1]) & (y <= q[0.9])))
+    holey = y.copy()
+    holey[:100] = np.nan
+    with pytest.warns(UserWarning, match="left out 100 of 500 rows"):
+        part = model.evaluate(x, holey)
+    expect = np.mean((y[100:] >= q[0.1][100:]) & (y[100:] <= q[0.9][100:]))
+    assert part["test_coverage_80"] == pytest.approx(expect)
+    frame.drop(columns="price").to_csv(tmp_path / "new.csv", index=False)
+    out = predict_file(model, tmp_path / "new.csv", quantiles=(0.05, 0.95))
+    assert {"q0.05", "q0.95"} <= set(out.columns) and "q0.1" not in out.columns
+    with pytest.raises(sgem.SgemUserError, match="strictly between 0 and 1"):
+        model.predict_quantiles(x, (0.5, 1.5))

@@ -28,3 +28,18 @@ def test_a_k_the_user_asked_for_is_refused_before_any_training(tmp_path) -> None
     with pytest.raises(SgemUserError, match=r"K=4 exceeds the number of clusters M=3.*--experts 3"):
         fit_trends(tmp_path / "run", CONFIG, n_experts=4, time_budget=60)
     assert time.perf_counter() - start < 20  # no pilot, no classical references, no search
+    # the refusal leaves the directory free: the corrected command is not "a different run"
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_directory_with_finished_work_is_never_released(tmp_path) -> None:
+    from sgem.run.rundir import RunDirectory
+
+    run = RunDirectory(tmp_path / "run")
+    run.prepare({"run": {"seed": 0}, "versions": {}})
+    run.file("trace.jsonl").write_text('{"iteration": 0}\n')
+    assert not run.release_unstarted() and run.file("config.yaml").exists()
+    run.file("trace.jsonl").write_text("")
+    (tmp_path / "run" / "input").write_text("the user's own file")
+    assert run.release_unstarted() and not run.file("config.yaml").exists()
+    assert (tmp_path / "run" / "input").exists()  # what the user put there stays

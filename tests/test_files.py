@@ -49,7 +49,7 @@ def test_csv_with_string_target_and_categorical_column(tmp_path):
     data = read_table(path, target="label")
     assert data.task_kind == "classification" and data.classes == ["cat", "dog"]
     assert data.y.dtype == np.int64 and data.y[:4].tolist() == [0, 1, 0, 1]
-    assert data.x.dtype == np.float32 and data.x.shape == (40, 5)
+    assert data.x.dtype == np.float64 and data.x.shape == (40, 5)
     assert data.feature_names == ["size", "colour=blue", "colour=green", "colour=red", "count"]
     assert data.x[0, 1:4].tolist() == [0, 0, 1]  # red
     # the encoding is JSON and rebuilds the same features from a new table
@@ -78,7 +78,7 @@ def test_parquet_and_regression_target(tmp_path):
     frame.to_parquet(path)
     data = read_table(path, target="price", features=["size", "count"])
     assert data.task_kind == "regression" and data.classes is None
-    assert data.y.dtype == np.float32 and data.x.shape == (40, 2)
+    assert data.y.dtype == np.float64 and data.x.shape == (40, 2)
     # integer-valued with few values: classes; an explicit kind wins
     assert read_table(path, target="count", features=["size"]).task_kind == "regression"
     small = frame.assign(grade=np.arange(40) % 2 + 1)
@@ -86,8 +86,20 @@ def test_parquet_and_regression_target(tmp_path):
     graded = read_table(path, target="grade", features=["size"])
     assert graded.task_kind == "classification" and graded.classes == [1, 2]
     assert read_table(path, target="grade", features=["size"], kind="regression").y.dtype == (
-        np.float32
+        np.float64
     )
+
+
+def test_a_level_far_above_the_spread_keeps_its_digits(tmp_path):
+    """float32 rounds 123456789 + small changes to multiples of 8: target and features
+    stay float64 until they are standardised."""
+    x = np.arange(40, dtype=np.float64)
+    frame = pd.DataFrame({"stamp": 1.7e9 + x, "y": 123456789 + 0.5 * x})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    data = read_table(tmp_path / "t.csv", target="y")
+    np.testing.assert_array_equal(np.diff(data.y), 0.5)
+    np.testing.assert_array_equal(np.diff(data.x[:, 0]), 1.0)
+    np.testing.assert_array_equal(encode_table(frame, data.encoding)[:, 0], frame["stamp"])
 
 
 def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
@@ -105,7 +117,7 @@ def test_npz_table(tmp_path):
     data = read_table(path)
     assert data.feature_names == ["x0", "x1"] and data.task_kind == "classification"
     assert data.classes == [0, 1, 2]
-    np.testing.assert_array_equal(encode_table(x, data.encoding), x.astype(np.float32))
+    np.testing.assert_array_equal(encode_table(x, data.encoding), x)
 
 
 def test_table_errors(tmp_path):

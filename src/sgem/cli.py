@@ -129,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--quantiles",
         default="0.1,0.5,0.9",
-        help="forecast quantiles, comma-separated (default 0.1,0.5,0.9)",
+        help="regression / forecast quantiles, comma-separated (default 0.1,0.5,0.9)",
     )
     explain = sub.add_parser(
         "explain",
@@ -289,11 +289,12 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _quantiles(text: str) -> tuple[float, ...]:
-    """`--quantiles` as numbers (their range is checked where they are used)."""
+    """`--quantiles` as levels strictly between 0 and 1, checked before any model loads."""
     from .errors import SgemUserError
+    from .moe.model import quantile_levels
 
     try:
-        return tuple(float(q) for q in text.split(","))
+        return quantile_levels([float(q) for q in text.split(",")])
     except ValueError as exc:
         raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
 

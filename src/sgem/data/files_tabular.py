@@ -1,7 +1,9 @@
 """Read a user's table (CSV, Parquet or NPZ) into float features, a target and an encoding.
 
-`read_table` turns a file into a `TabularData`: `x` float32 (n, d), `y` (int64 class codes
-or float32 values), the names of the d features, the task kind and the original class labels.
+`read_table` turns a file into a `TabularData`: `x` float64 (n, d), `y` (int64 class codes
+or float64 values: a level far above the spread, a timestamp or 1.2e8 + noise, keeps its
+digits until it is standardised), the names of the d features, the task kind and the
+original class labels.
 Its `encoding` is a JSON-serialisable dict that says exactly how the raw columns became `x`
 (numeric columns as they are, categorical columns one-hot over their training categories), so
 that `encode_table(new_table, encoding)` builds the same features for a table at predict time.
@@ -57,8 +59,8 @@ class TabularData:
     """A table read by `read_table`.
 
     Attributes:
-        x: float32 (n, d) features.
-        y: int64 class codes into `classes` (classification) or float32 values (regression).
+        x: float64 (n, d) features.
+        y: int64 class codes into `classes` (classification) or float64 values (regression).
         feature_names: the d feature names (`col` for a numeric column, `col=category` for
             each one-hot column of a categorical one).
         task_kind: "classification" or "regression".
@@ -185,7 +187,9 @@ def _encode_target(
                 f"target column {name!r} has {int(bad.sum())} infinite values (rows "
                 f"{_first_rows(bad)}); drop or fix those rows"
             )
-        return values.astype(np.float32), "regression", None
+        # float64: a float32 target loses its digits where its level dwarfs its spread
+        # (y near 1.2e8 is rounded to multiples of 8); it is standardised in float64 later
+        return values, "regression", None
     if _is_numeric(y) or pd.api.types.is_bool_dtype(y):
         classes, codes = np.unique(y.to_numpy(), return_inverse=True)
     else:
@@ -256,7 +260,7 @@ def _numbers(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
 
 
 def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]], missing: str) -> np.ndarray:
-    """float32 features of `frame`; missing values imputed with the specs' statistics
+    """float64 features of `frame`; missing values imputed with the specs' statistics
     (policy "impute") or refused (policy "error"); infinite values always refused."""
     blocks: list[np.ndarray] = []
     bad: dict[str, np.ndarray] = {}
@@ -277,14 +281,14 @@ def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]], missing:
             bad[spec["name"]] = infinite | bad.get(spec["name"], False)
         if absent.any() and missing == "impute":
             impute_numbers(values, absent, spec)
-        blocks.append(values.astype(np.float32)[:, None])
+        blocks.append(values[:, None])
         if spec.get("indicator"):
-            blocks.append(absent.astype(np.float32)[:, None])
+            blocks.append(absent.astype(np.float64)[:, None])
     if bad:
         raise refusal(bad, missing)
     if not blocks:
-        return np.zeros((len(frame), 0), dtype=np.float32)
-    return np.concatenate(blocks, axis=1)
+        return np.zeros((len(frame), 0), dtype=np.float64)
+    return np.concatenate(blocks, axis=1, dtype=np.float64)
 
 
 def _feature_names(columns: list[dict[str, Any]]) -> list[str]:
@@ -404,7 +408,7 @@ def read_table(
 
 
 def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
-    """Features of a new table built exactly as `read_table` built them: float32 (n, d).
+    """Features of a new table built exactly as `read_table` built them: float64 (n, d).
 
     `table`: a DataFrame, a dict (column -> values), a list of row dicts, a file
     `read_table` reads, or (for an encoding without categorical columns) an array in the
@@ -437,7 +441,7 @@ def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
     fix = "; a column of missing values is imputed" if missing == "impute" else ""
     frame = select_columns(frame, names, target=encoding.get("target"), fix=fix)
     if len(frame) == 0:
-        return np.zeros((0, len(encoding["feature_names"])), dtype=np.float32)
+        return np.zeros((0, len(encoding["feature_names"])), dtype=np.float64)
     return _encode_columns(frame, columns, missing)
 
 

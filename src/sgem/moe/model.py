@@ -200,6 +200,7 @@ class SgemModel:
         self._require(
             not self.is_classifier and not self.is_forecaster, "predict_quantiles", "regression"
         )
+        quantiles = quantile_levels(quantiles)
         x_model, cluster, _ = self._prepare(x)
         raw = self.outputs(x_model, cluster).double().numpy()
         out = raw[:, 0, :]
@@ -233,9 +234,7 @@ class SgemModel:
         gives the mixture's quantiles, its median as the point (`scale` and `df` stay the
         MoE's)."""
         self._require(self.is_forecaster, "forecast", "forecasting")
-        qs = tuple(float(q) for q in quantiles)
-        if any(not 0.0 < q < 1.0 for q in qs):
-            raise SgemUserError(f"quantiles must lie strictly between 0 and 1, got {qs}")
+        qs = quantile_levels(quantiles)
         x_model, cluster, scale = self._prepare(series)
         out = self.outputs(x_model, cluster).double().numpy()
         s = scale[:, None]
@@ -285,6 +284,8 @@ class SgemModel:
                 raise SgemUserError("evaluate needs the true labels/targets: evaluate(x, y)")
             x_model, cluster, scale = self._prepare(x)
             y = np.asarray(y)
+            if not self.is_classifier and not self.is_forecaster and len(y) == len(x_model):
+                x_model, cluster, y = _labelled(x_model, cluster, y)
             target = info.get("target_standardisation")
             if scale is not None:
                 y = y / scale[:, None]
@@ -318,23 +319,40 @@ class SgemModel:
             q = mix.quantiles_of(outs, (0.1, 0.9))
             cover = coverage(np.asarray(y), q[0.1], q[0.9])["overall"]
             return without_moe_densities(scores | combined, combined) | {"test_coverage_80": cover}
+        raw = out.double().numpy()
         if mix is not None:  # the saved combination's own scores
-            scores |= mix.scores(out.double().numpy(), x_model, np.asarray(y))
+            scores |= mix.scores(raw, x_model, np.asarray(y))
         target = info.get("target_standardisation")
         if target and not self.is_classifier:  # a table's regression: the target's units
-            scores |= in_target_units(scores, out.double().numpy(), y, float(target["std"]))
-        return scores | self._calibration_scores(out.double().numpy(), np.asarray(y), cluster, x)
+            scores |= in_target_units(scores, raw, y, float(target["std"]))
+            if mix is not None:  # the MAE of what `predict` gives: the mixture's median
+                median = mix.quantiles(raw, x_model, (0.5,))[0.5]
+                err = median - np.asarray(y, dtype=np.float64).reshape(median.shape)
+                scores["test_mae"] = float(np.mean(np.abs(err))) * float(target["std"])
+        return scores | self._calibration_scores(raw, np.asarray(y), cluster, x, x_model)
 
-    def _calibration_scores(self, out: np.ndarray, y: np.ndarray, cluster, x: Any) -> dict:
+    def _calibration_scores(
+        self, out: np.ndarray, y: np.ndarray, cluster, x: Any, x_model: np.ndarray
+    ) -> dict:
         """How calibrated what the model gives is on these labels: the ECE (15 bins) of
-        `predict_proba`, or the coverage of the central 80 % interval of
-        `predict_quantiles` / `forecast` (both as saved: calibrated where the model is)."""
+        `predict_proba` (and, without a combination, the NLL of its temperature-scaled
+        probabilities: `test_nll` stays the network's own, as result.json has it), or the
+        coverage of the central 80 % interval of `predict_quantiles` / `forecast` (as
+        saved: calibrated where the model is, mixed where it is a combination)."""
+        mix = self.combination
         if self.is_classifier:
+            if mix is not None:
+                return {"test_ece_15": expected_calibration_error(mix.proba(out, x_model), y)}
             t = self.temperature or 1.0
-            probs = np.exp(out / t - np.logaddexp.reduce(out / t, axis=1, keepdims=True))
-            return {"test_ece_15": expected_calibration_error(probs, y)}
+            logp = out / t - np.logaddexp.reduce(out / t, axis=1, keepdims=True)
+            nll = -float(np.mean(logp[np.arange(len(y)), np.asarray(y, dtype=np.int64)]))
+            probs = np.exp(logp)
+            return {"test_ece_15": expected_calibration_error(probs, y), "test_nll_calibrated": nll}
         cal = self.interval_calibration
-        q = t_quantiles(out[..., 0], out[..., 1], out[..., 2], (0.1, 0.9), cluster, cal)
+        if mix is not None and not mix.forecasting:  # as `predict_quantiles` mixes them
+            q = mix.quantiles(out, x_model, (0.1, 0.9))
+        else:
+            q = t_quantiles(out[..., 0], out[..., 1], out[..., 2], (0.1, 0.9), cluster, cal)
         lo, hi = q[0.1], q[0.9]
         if self.is_forecaster and cal is not None:  # as `forecast` clips (scale-free)
             context = x.x if isinstance(x, Split) else self._prepare(x)[0]
@@ -440,6 +458,36 @@ class SgemModel:
 
     def __repr__(self) -> str:
         return self.summary()
+
+
+def _labelled(x_model: np.ndarray, cluster: np.ndarray, y: np.ndarray) -> tuple:
+    """A regression's rows whose target is known (`evaluate`): a missing target is left out
+    with a note, as `fit` leaves it out, not scored as an error of NaN."""
+    from ..data.table_contract import first_rows, note
+
+    values = np.asarray(y, dtype=np.float64)
+    known = np.isfinite(values).reshape(len(values), -1).all(axis=1)
+    if known.all():
+        return x_model, cluster, y
+    if not known.any():
+        raise SgemUserError("evaluate: every target is missing (NaN); give the true targets")
+    note(
+        f"evaluate: left out {int((~known).sum())} of {len(known)} rows with a missing target "
+        f"(rows {first_rows(~known)})"
+    )
+    return x_model[known], cluster[known], values[known]
+
+
+def quantile_levels(quantiles: Sequence[float]) -> tuple[float, ...]:
+    """Quantile levels as floats, each strictly between 0 and 1 (0 and 1 are the support's
+    ends: infinite for a Student-t), or a one-line refusal."""
+    try:
+        qs = tuple(float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=object)))
+    except (TypeError, ValueError) as exc:
+        raise SgemUserError(f"quantiles must be numbers like (0.1, 0.5, 0.9): {exc}") from exc
+    if not qs or any(not 0.0 < q < 1.0 for q in qs):
+        raise SgemUserError(f"quantiles must lie strictly between 0 and 1, got {qs}")
+    return qs
 
 
 def load(path: str | os.PathLike) -> SgemModel:

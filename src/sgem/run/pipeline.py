@@ -132,10 +132,17 @@ def run_config(
     # the data is read before the directory is claimed: a bad file claims nothing
     torch.set_num_threads(cfg.torch_threads)
     task = build_task(cfg)
-    rundir.prepare({"run": run_dict, "versions": versions()})
-    with rundir.lock():
-        execution = Execution(progress, executor, workers, ray_address, gpus_per_task)
-        return _execute(cfg, config_fingerprint(run_dict), rundir, execution, False, task, started)
+    claimed = rundir.prepare({"run": run_dict, "versions": versions()})
+    try:
+        with rundir.lock():
+            execution = Execution(progress, executor, workers, ray_address, gpus_per_task)
+            return _execute(
+                cfg, config_fingerprint(run_dict), rundir, execution, False, task, started
+            )
+    except SgemUserError:  # refused before any training (K > M, a budget too small):
+        if claimed == "new":  # the directory is given back for the corrected command
+            rundir.release_unstarted()
+        raise
 
 
 def resume_experiment(

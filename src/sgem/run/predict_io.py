@@ -52,8 +52,11 @@ def _table_frame(path: Path) -> pd.DataFrame:
     return read_frame(path)
 
 
-def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataFrame:
-    """One row per sample: prediction (and class probabilities), expert, cluster."""
+def predict_table(
+    model: SgemModel, x: Any, ids: list | None = None, quantiles=(0.1, 0.5, 0.9)
+) -> pd.DataFrame:
+    """One row per sample: prediction, class probabilities or the `quantiles` (regression),
+    expert, cluster."""
     import warnings
 
     from ..data.table_contract import TableWarning
@@ -69,7 +72,7 @@ def predict_table(model: SgemModel, x: Any, ids: list | None = None) -> pd.DataF
             for j, name in enumerate(model.classes):
                 frame[f"p_{name}"] = proba[:, j]
         else:
-            for q, values in model.predict_quantiles(x).items():
+            for q, values in model.predict_quantiles(x, quantiles).items():
                 frame[f"q{q:g}"] = values
     frame["expert"] = routing.expert
     frame["cluster"] = routing.cluster
@@ -148,7 +151,7 @@ def predict_file(
         data = _series_file(model, _exists(path))
         return _forecast_frame(model, data.series, data, quantiles)
     x, ids = read_input(model, path)
-    return predict_table(model, x, ids)
+    return predict_table(model, x, ids, quantiles)
 
 
 def read_input(model: SgemModel, path: str | os.PathLike) -> tuple[Any, list | None]:

@@ -146,6 +146,25 @@ class RunDirectory:
             ) from exc
         return "new"
 
+    def release_unstarted(self) -> bool:
+        """Give back a directory `prepare` claimed for a run that was refused before any
+        training finished (K > M, a budget too small for the smallest search): its files
+        go, so the corrected command is not refused as "a different run". A directory with
+        a finished training, a result or a model is kept. Returns whether it was released."""
+        if self.is_complete or self.file(RESULT).exists() or self.file("model").exists():
+            return False
+        trace = self.file(TRACE)
+        if trace.exists() and trace.stat().st_size > 0:
+            return False
+        if self.file(STORE).exists() and _stored_trainings(self.file(STORE)) != 0:
+            return False
+        for entry in self.path.iterdir():
+            if entry.is_file() and entry.name != INPUT:
+                entry.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.path.rmdir()  # only where nothing else is left
+        return True
+
     def load_for_resume(self) -> dict:
         """The run config of an unfinished run, checked for what resume needs."""
         if not self.path.is_dir():
@@ -270,3 +289,17 @@ def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
         elif va != vb:
             out.append(f"{prefix}{key}")
     return out
+
+
+def _stored_trainings(path: Path) -> int | None:
+    """How many trainings a store file records (None: unreadable, so kept)."""
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM observations").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
