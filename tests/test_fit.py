@@ -338,3 +338,18 @@ def test_budget_prices_and_reduces_the_norefit_lengths() -> None:
     assert plan["final_length"] == "validation-norefit" and tight.champion_cells == 0
     _, plan = plan_search(cfg, 4, 1.0, final_length="validation-warm-norefit")
     assert plan["final_length"] == "fixed"
+
+
+def test_the_cli_can_make_a_small_integer_target_a_regression(tmp_path) -> None:
+    """A count 0..12 is inferred as 13 classes; --task regression keeps it a number."""
+    from sgem.cli import _parser
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=1000), "count": rng.integers(0, 13, 1000)})
+    frame.to_csv(tmp_path / "count.csv", index=False)
+    assert fit_config(tmp_path / "count.csv", target="count")["task"]["kind"] == "classification"
+    args = _parser().parse_args(["fit", str(tmp_path / "count.csv"), "--task", "regression"])
+    cfg = fit_config(tmp_path / "count.csv", target="count", task_kind=args.task)
+    assert cfg["task"]["kind"] == "regression" and cfg["space"]["head"] == "student_t"
+    with pytest.raises(SgemUserError, match="--task regression is for tables"):
+        fit_config(tmp_path / "count.csv", kind="timeseries", task_kind="regression")

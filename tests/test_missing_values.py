@@ -179,3 +179,34 @@ def test_every_task_kind_carries_the_missing_key(tmp_path) -> None:
             assert run["task"]["missing"] == missing
             RunConfig.from_dict(run)  # the run config stays valid
         assert fit_config(path, kind=kind, **kw)["task"]["missing"] == "impute"
+
+
+def test_placeholder_tokens_in_a_numeric_column_are_missing_values(tmp_path) -> None:
+    """'?' in 2 % of an age column: numbers with missing values at fit and at predict, not
+    one category per age (ages not seen in training all got one prediction)."""
+    rng = np.random.default_rng(0)
+    age = rng.integers(18, 70, 300).astype(object)
+    age[::50] = "?"
+    frame = pd.DataFrame({"age": age, "y": rng.normal(size=300)})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.warns(UserWarning, match=r"'age': read as numbers, its 6 values \['\?'\]"):
+        data = read_table(tmp_path / "t.csv", target="y")
+    assert data.feature_names == ["age", "age:missing"]
+    new = pd.DataFrame({"age": ["75", "?", 90]})
+    x = encode_table(new, data.encoding)
+    assert x[0, 0] == 75 and x[2, 0] == 90 and x[1, 1] == 1 and x[1, 0] == x[1, 0]
+
+
+def test_columns_that_cannot_be_features_are_refused_together(tmp_path) -> None:
+    n = 300
+    frame = pd.DataFrame(
+        {
+            "id": [f"user-{i}" for i in range(n)],
+            "when": pd.date_range("2020-01-01", periods=n, freq="D").astype(str),
+            "x": np.arange(n, dtype=float),
+            "y": np.arange(n) % 2,
+        }
+    )
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(SgemUserError, match=r"'id' has 300 distinct.*'when' holds 300 distinct"):
+        read_table(tmp_path / "t.csv", target="y")

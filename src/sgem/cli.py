@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--kind", choices=["tabular", "timeseries", "images"], default=None)
     fit.add_argument("--target", default=None, help="tabular: the column to predict")
     fit.add_argument(
+        "--task",
+        choices=("classification", "regression"),
+        default=None,
+        help="tabular: what to predict the target as (default: inferred; a few distinct "
+        "integers are classes, e.g. a count 0..12; --task regression treats them as numbers)",
+    )
+    fit.add_argument(
         "--features", default=None, help="tabular: comma-separated feature columns (default all)"
     )
     fit.add_argument("--horizon", type=int, default=None, help="series: steps to forecast")
@@ -261,6 +268,7 @@ def _fit(args: argparse.Namespace) -> int:
             n_experts=args.experts,
             kind=args.kind,
             target=args.target,
+            task_kind=args.task,
             features=args.features.split(",") if args.features else None,
             horizon=args.horizon,
             context=args.context,

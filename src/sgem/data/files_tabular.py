@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..errors import SgemUserError
 from .npz import read_xy_npz
+from .table_columns import MAX_CATEGORIES, column_specs, read_placeholders
 from .table_contract import as_frame, is_named, note, select_columns, to_numbers
 from .table_contract import first_rows as _first_rows
 from .table_contract import is_numeric as _is_numeric
@@ -37,6 +38,7 @@ from .table_missing import (
     learn_imputation,
     policy_of,
     refusal,
+    without_placeholders,
 )
 
 TaskKind = Literal["classification", "regression"]
@@ -46,8 +48,6 @@ TaskKind = Literal["classification", "regression"]
 MAX_AUTO_CLASSES = 20
 #: ... and at most this fraction of the rows (or 2 distinct values, whatever the row count)
 MAX_AUTO_CLASS_FRACTION = 0.05
-#: a categorical feature with more categories than this is refused (one-hot would explode)
-MAX_CATEGORIES = 200
 #: the version tag written into every encoding
 ENCODING_FORMAT = "sgem.table/1"
 
@@ -205,22 +205,6 @@ def _encode_target(
 # -- the features -------------------------------------------------------------------------------
 
 
-def _column_spec(column: pd.Series, name: str) -> dict[str, Any]:
-    dtype = str(column.dtype)
-    if _is_numeric(column):
-        return {"name": name, "kind": "numeric", "dtype": dtype}
-    if pd.api.types.is_bool_dtype(column):
-        return {"name": name, "kind": "bool", "dtype": dtype}
-    categories = sorted({str(v) for v in column.dropna().to_numpy()})
-    if len(categories) > MAX_CATEGORIES:
-        raise SgemUserError(
-            f"categorical column {name!r} has {len(categories)} distinct values (more than "
-            f"{MAX_CATEGORIES}): it looks like an identifier or free text; leave it out of the "
-            "features, or encode it as numbers yourself"
-        )
-    return {"name": name, "kind": "onehot", "dtype": dtype, "categories": categories}
-
-
 def _check_missing_columns(frame: pd.DataFrame, wanted: list[str], what: str) -> None:
     absent = [c for c in wanted if c not in frame.columns]
     if absent:
@@ -266,6 +250,8 @@ def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]], missing:
     bad: dict[str, np.ndarray] = {}
     for spec in columns:
         column = frame[spec["name"]]
+        if spec.get("placeholders"):  # "?" and the like: missing, as at fit
+            column = without_placeholders(column, spec["placeholders"])
         absent = column.isna().to_numpy()
         if absent.any() and missing != "impute":
             bad[spec["name"]] = absent
@@ -378,7 +364,8 @@ def read_table(
             raise SgemUserError(f"column {target!r} is the target; leave it out of features")
     if not features:
         raise SgemUserError(f"{path}: no feature columns besides the target {target!r}")
-    columns = [_column_spec(frame[c], c) for c in features]
+    frame = read_placeholders(frame, features)
+    columns = column_specs(frame, features)
     categorical_columns = [c["name"] for c in columns if c["kind"] == "onehot"]
     if categorical_columns and categorical == "refuse":
         raise SgemUserError(

@@ -9,6 +9,11 @@ validation rows, never the test rows) and stored in the column specs of the tabl
 encoding (plain JSON), so a saved model imputes new rows exactly as training did. A target
 cannot be imputed: rows without one are dropped, with a warning naming the count.
 
+A mostly numeric column holding a few placeholder tokens ("?", "NA", "-") is read as
+numbers with those tokens missing (`placeholder_tokens`, kept in the column spec), not as a
+category per number (a "?" in 2 % of an age column made every age a category, and ages not
+seen in training got one prediction).
+
 Policy `missing="error"` refuses any missing value, at fit and in the saved model.
 An encoding written before imputation existed has no `missing` key and refuses too.
 """
@@ -28,6 +33,31 @@ MISSING_POLICIES = ("impute", "error")
 LEGACY_POLICY = "error"
 #: the suffix of a missing-indicator feature's name
 INDICATOR_SUFFIX = ":missing"
+#: a text column is numbers with placeholders where its non-numeric values are at most this
+#: share of its values, at most `MAX_PLACEHOLDERS` distinct tokens of at most 4 characters
+#: without a digit ("?", "NA", "-", "null"; "1,234" is a number written otherwise)
+PLACEHOLDER_SHARE = 0.05
+MAX_PLACEHOLDERS = 3
+
+
+def placeholder_tokens(column: pd.Series) -> list[str]:
+    """The placeholder tokens of a mostly numeric text column (see `PLACEHOLDER_SHARE`),
+    or [] for a numeric column or real text."""
+    if column.dtype != object and not pd.api.types.is_string_dtype(column):
+        return []
+    text = column.dropna().astype(str).str.strip()
+    bad = text[pd.to_numeric(text, errors="coerce").isna()]
+    tokens = sorted(set(bad))
+    short = all(len(t) <= 4 and not any(ch.isdigit() for ch in t) for t in tokens)
+    if tokens and short and len(tokens) <= MAX_PLACEHOLDERS:
+        return tokens if len(bad) <= PLACEHOLDER_SHARE * len(text) else []
+    return []
+
+
+def without_placeholders(column: pd.Series, tokens: list[str]) -> pd.Series:
+    """`column` as numbers, its placeholder `tokens` missing (a new Series)."""
+    text = column.astype(str).str.strip()
+    return pd.to_numeric(column.where(~text.isin(tokens)), errors="coerce")
 
 
 def check_policy(missing: Any) -> str:

@@ -95,6 +95,10 @@ def fit_config(
     kind = kind or infer_kind(path, id_col, time_col, value_col)
     if kind not in KINDS:
         raise SgemUserError(f"unknown --kind {kind!r}; choose one of {list(KINDS)}")
+    if task_kind is not None and kind != "tabular":
+        raise SgemUserError(
+            f"--task {task_kind} is for tables; this is {kind} data (leave --task out)"
+        )
     base = preset(_PRESET_OF[kind])
     task: dict[str, Any] = {
         "path": str(path.resolve()),
