@@ -87,7 +87,8 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     if not ready:
         return None, None
     forecasting = any(fitted_of(m).classical is not None for m in ready)
-    if ship_val is None and not forecasting:
+    table_holdout = task.name == "table" and len(task.test) >= MIN_HOLDOUT_ROWS
+    if ship_val is None and not (forecasting or table_holdout):
         return None, None
     y_val = task.val.y[has]
     outs = [] if ship_val is None else [ship_val[has], *[val_of(m)[has] for m in ready]]
@@ -106,7 +107,7 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     random_val = forecasting and validation_at_random(task)
     if (
         forecasting and (ship_val is None or len(task.test) >= MIN_HOLDOUT_WINDOWS or random_val)
-    ) or (task.name == "table" and len(task.test) >= MIN_HOLDOUT_ROWS):
+    ) or table_holdout:
         fit_on, y_val = "holdout", np.asarray(task.test.y)
         outs = [ship_test, *[np.asarray(test_of(m)) for m in ready]]
     folded = fit_on == "holdout" and not forecasting and all(OUT_OF_FOLD in m.extra for m in ready)

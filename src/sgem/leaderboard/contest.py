@@ -185,11 +185,14 @@ def _holdout_only(
 ):
     """The contest without the MoE's validation outputs (the budget ended before they could
     be trained or while they were): a forecaster is still compared with its classical
-    references on the holdout alone, and combined with them there where that gains (the
-    final MoE cut short by the budget may be far worse than they are); otherwise the searched
+    references on the holdout alone, and a user's table with its scikit-learn models
+    (fitted before the search), and combined with them there where that gains (the final
+    MoE cut short by the budget may be far worse than they are); otherwise the searched
     MoE is saved unchecked."""
-    forecasting = any(r.fitted is not None and r.fitted.classical is not None for r in refs or [])
-    if not forecasting:
+    fitted = [r.fitted for r in refs or [] if r.test_output is not None and r.fitted is not None]
+    forecasting = any(f.classical is not None for f in fitted)
+    table = task.name == "table" and any(f.estimator is not None for f in fitted)
+    if not forecasting and not table:
         return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
     has = np.zeros(len(task.val), dtype=bool)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
@@ -202,7 +205,8 @@ def _holdout_only(
     if combined is not None:
         board.append(combined)
     report: dict[str, Any] = {
-        "rule": f"{why}: the MoE and the classical references are compared "
+        "rule": f"{why}: the MoE and the {'classical' if forecasting else 'scikit-learn'} "
+        "references are compared "
         f"{'and combined ' if combination else ''}on the holdout alone",
         "rows": board,
         "fallback_clusters": [],
