@@ -148,6 +148,36 @@ def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:
 
     monkeypatch.setattr(budget.time, "perf_counter", lambda: clock["now"])
     assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0) == pytest.approx(3.0)
+    # with a limit it stops timing once it has spent that long: what it measured decides
+    times = iter([10.0, 1.0, 2.0, 6.0])
+    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0, limit=10.5) == 1.0
+    times = iter([10.0, 1.0, 2.0, 6.0])
+    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0, limit=5.0) == 10.0
+
+
+def test_a_pilot_the_budget_fence_stopped_is_a_refusal_not_a_crash(monkeypatch) -> None:
+    """Sub-hourly series with a long context: one training outlasted the budget and
+    its early stopping was never evaluated (a RuntimeError traceback after the budget)."""
+    import sgem.run.budget as budget
+    import sgem.train.time_fence as time_fence
+
+    class Trainer:
+        def train(self, arch, mask, seed):
+            raise RuntimeError("the candidate was never evaluated")
+
+    class Space:
+        def sample(self, rng):
+            return None
+
+    class Task:
+        n_clusters = 2
+
+    monkeypatch.setattr(time_fence, "fence_passed", lambda: True)
+    with pytest.raises(budget.PilotCut, match="one candidate training took more than"):
+        budget.pilot_seconds(Task(), Trainer(), Space(), seed=0)
+    monkeypatch.setattr(time_fence, "fence_passed", lambda: False)
+    with pytest.raises(RuntimeError, match="never evaluated"):  # a real bug stays one
+        budget.pilot_seconds(Task(), Trainer(), Space(), seed=0)
 
 
 def test_a_tables_combination_is_judged_on_samples_its_weights_never_saw() -> None:

@@ -275,7 +275,7 @@ def test_a_forecaster_whose_references_eat_the_budget_still_ends_with_a_forecast
 
     budget = 25.0
     monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
-    monkeypatch.setattr(series_members, "classical_seconds", lambda task: 0.7 * budget)
+    monkeypatch.setattr(series_members, "classical_seconds", lambda task, **k: 0.7 * budget)
     real = series_members._classical
 
     def slow(ref, *args, **kwargs):
@@ -326,7 +326,7 @@ def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
 
     monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
     if not references_fit_first:  # their estimate leaves them no room in the budget
-        monkeypatch.setattr(series_members, "classical_seconds", lambda task: 1000.0)
+        monkeypatch.setattr(series_members, "classical_seconds", lambda task, **k: 1000.0)
     real = contest.validation_outputs
 
     def cut(*args, **kwargs):

@@ -75,23 +75,29 @@ class ClassicalReference:
         )
 
 
-def classical_seconds(task: ClusteredTask, sample: int = 12) -> float:
+def classical_seconds(task: ClusteredTask, sample: int = 12, limit: float | None = None) -> float:
     """What the `ClassicalReference`s will take on this task, measured: AutoETS and AutoTheta
-    timed on a few validation windows (as the leaderboard fits them) and scaled to one fit
-    per series with held-out windows (its other origins run forward, at about a tenth of a
-    fit), with a margin. A budget plan reserves it (local fits of seasonal models on
-    thousands of series take tens of seconds)."""
+    timed on a few validation windows (as the leaderboard fits them; fewer once the timing
+    has spent `limit` seconds) and scaled to one fit per series with held-out windows (its
+    other origins run forward, at about a tenth of a fit), with a margin. A budget plan
+    reserves it (local fits of seasonal models on thousands of series take tens of
+    seconds)."""
     n = min(sample, len(task.val))
     if n == 0:
         return 0.0
     horizon = int(task.test.y.shape[1])
     index = np.linspace(0, len(task.val) - 1, n).astype(int)
+    began = time.perf_counter()
     for name in ("AutoETS", "AutoTheta"):  # warm-up: the first fit pays one-off start-up costs
         _classical(ClassicalMember(name), task, ("val",), horizon, index=index[:1])
-    start = time.perf_counter()
-    for name in ("AutoETS", "AutoTheta"):
-        _classical(ClassicalMember(name), task, ("val",), horizon, index=index)
-    per_fit = (time.perf_counter() - start) / n
+    start, timed = time.perf_counter(), 0
+    for j in range(n):
+        if timed and limit is not None and time.perf_counter() - began > limit:
+            break
+        for name in ("AutoETS", "AutoTheta"):
+            _classical(ClassicalMember(name), task, ("val",), horizon, index=index[j : j + 1])
+        timed += 1
+    per_fit = (time.perf_counter() - start) / timed
     windows = len(task.val) + len(task.test)
     fits = len(np.unique(np.concatenate([_origins(task, p)[1] for p in ("val", "test")])))
     return 1.5 * per_fit * (fits + 0.1 * (windows - fits))

@@ -28,6 +28,10 @@ NAMES = ("AutoETS", "AutoTheta", "SeasonalNaive")
 #: distant past next to nothing
 MAX_HISTORY = 2000
 HISTORY_SEASONS = 10
+#: ... and never more than this many (minute data's daily season, 1440, asked for 14 400
+#: points: a fit took tens of seconds, and timing a few of them ran 10 minutes into a
+#: 45-second budget)
+MAX_SEASONAL_HISTORY = 4000
 
 
 class Stopped(RuntimeError):
@@ -123,7 +127,8 @@ class ClassicalMember:
                 raise Stopped(f"{self.name} stopped after {done} of {len(histories)} series")
             x = np.asarray(histories[i], dtype=np.float64)
             s = int(seasons[i])
-            x = x[np.isfinite(x)][-max(MAX_HISTORY, HISTORY_SEASONS * s) :]
+            keep = max(MAX_HISTORY, min(HISTORY_SEASONS * s, MAX_SEASONAL_HISTORY))
+            x = x[np.isfinite(x)][-keep:]
             fallback = _naive(x, horizon, s)
             s_used = s if len(x) >= 2 * s + 2 else 1
             earlier = None if series is None else fitted.get(int(series[i]))

@@ -16,7 +16,8 @@ from ..errors import SgemUserError
 class Forecast:
     """Per series and forecast step, in the series' original units.
 
-    `loc`, `scale`, `df`: the Student-t (location, scale, degrees of freedom); `point`: its
+    `loc`, `scale`, `df`: the Student-t (location, scale, degrees of freedom; a saved
+    combination's `scale` and `df` are NaN, its `loc` the mixture's median); `point`: its
     median (= loc); `quantiles`: {q: (n, horizon)}; `cluster`, `expert`: who forecast it.
     """
 

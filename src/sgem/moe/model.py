@@ -231,8 +231,8 @@ class SgemModel:
         gets no point or quantile below 0 (clipped); `calibrated=False`, or a model saved
         without calibration: the raw Student-t. A model saved as a combination with
         classical forecasters (`sgem.moe.combination`) refits them on each history and
-        gives the mixture's quantiles, its median as the point (`scale` and `df` stay the
-        MoE's)."""
+        gives the mixture's quantiles, its median as the point (`scale` and `df` are NaN:
+        the mixture is no single Student-t)."""
         self._require(self.is_forecaster, "forecast", "forecasting")
         qs = quantile_levels(quantiles)
         x_model, cluster, scale = self._prepare(series)
@@ -246,9 +246,13 @@ class SgemModel:
             histories = self.preprocessor.histories(series)
             qv = mix.forecast(out, histories, scale, tuple(dict.fromkeys((*qs, 0.5))))
             loc = qv[0.5] if 0.5 in qs else qv.pop(0.5)
+            # the mixture has no one Student-t: the MoE member's scale and df beside the
+            # mixture's median read as an interval 20-40x too wide; NaN says "none"
+            sc, df = np.full_like(loc, np.nan), np.full_like(loc, np.nan)
         else:
             qv = t_quantiles(loc, sc, df, qs, cluster, cal)
-        if cal is not None:  # the support: >= 0 where the history never went below 0
+        if calibrated:  # the support: >= 0 where the history never went below 0 (also
+            # where the budget left no time to calibrate: a count gets no negative quantile)
             keep = never_negative(series, x_model)[:, None]
             loc = np.where(keep, np.maximum(loc, 0.0), loc)
             qv = {q: np.where(keep, np.maximum(v, 0.0), v) for q, v in qv.items()}
@@ -354,7 +358,7 @@ class SgemModel:
         else:
             q = t_quantiles(out[..., 0], out[..., 1], out[..., 2], (0.1, 0.9), cluster, cal)
         lo, hi = q[0.1], q[0.9]
-        if self.is_forecaster and cal is not None:  # as `forecast` clips (scale-free)
+        if self.is_forecaster:  # as `forecast` clips (scale-free)
             context = x.x if isinstance(x, Split) else self._prepare(x)[0]
             keep = never_negative(x, context)[:, None]
             lo, hi = (np.where(keep, np.maximum(v, 0.0), v) for v in (lo, hi))

@@ -105,19 +105,52 @@ def parse_duration(text: str | float | int) -> float:
     return seconds
 
 
-def pilot_seconds(task: ClusteredTask, trainer, space, seed: int, repeats: int = 3) -> float:
+#: the pilot stops timing more cells once it has spent this share of the budget (what it
+#: measured decides): a pilot of four slow cells took 46 s of a 40 s image budget, and the
+#: refusal it led to came after the budget
+PILOT_SHARE = 0.15
+
+
+class PilotCut(Exception):
+    """The budget's fence stopped the pilot's training before its first evaluation."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"one candidate training took more than {seconds:.1f} s")
+        self.seconds = seconds
+
+
+def pilot_seconds(
+    task: ClusteredTask,
+    trainer,
+    space,
+    seed: int,
+    repeats: int = 3,
+    limit: float | None = None,
+) -> float:
     """Wall clock of training one random candidate on every cluster: the mean of `repeats`
-    random cells after one more that pays torch's one-time start-up. (The fastest of three
-    was the rule: on monthly tourism series a cheap cell made it 2.3 s while the search's
-    cells took 6.8 s on average, and the final stage was left no time.)"""
+    random cells after one more that pays torch's one-time start-up (fewer once the pilot
+    has spent `limit` seconds; the start-up one alone if that is all it could time). (The
+    fastest of three was the rule: on monthly tourism series a cheap cell made it 2.3 s while
+    the search's cells took 6.8 s on average, and the final stage was left no time.) Raises
+    `PilotCut` where the budget's fence stopped a training before it was ever evaluated."""
+    from ..train.time_fence import fence_passed
+
     rng = stream_rng(seed, Stream.BUDGET_PILOT)
-    times = []
+    times: list[float] = []
+    began = time.perf_counter()
     for _ in range(repeats + 1):
         arch = space.sample(rng)
         start = time.perf_counter()
-        trainer.train(arch, np.ones(task.n_clusters, dtype=bool), seed=seed)
+        try:
+            trainer.train(arch, np.ones(task.n_clusters, dtype=bool), seed=seed)
+        except RuntimeError:  # stopped by the fence before its first evaluation
+            if not fence_passed():
+                raise
+            raise PilotCut(time.perf_counter() - start) from None
         times.append(time.perf_counter() - start)
-    return float(np.mean(times[1:]))
+        if limit is not None and time.perf_counter() - began > limit:
+            break
+    return float(np.mean(times[1:] or times))
 
 
 def final_units(
@@ -322,7 +355,7 @@ def deadline(plan: dict | None, references_done: bool = False) -> float | None:
     return plan["_training_ends"] - reserve
 
 
-def _reference_seconds(task: ClusteredTask, space: CellSpace) -> float:
+def _reference_seconds(task: ClusteredTask, space: CellSpace, limit: float) -> float:
     """The leaderboard's classical forecasters on every validation and holdout window,
     measured on a few (`sgem.leaderboard.series_members.classical_seconds`); 0 for other kinds."""
     from ..space.timeseries import TimeSeriesSpace
@@ -331,7 +364,7 @@ def _reference_seconds(task: ClusteredTask, space: CellSpace) -> float:
         return 0.0
     from ..leaderboard.series_members import classical_seconds
 
-    return classical_seconds(task)
+    return classical_seconds(task, limit=limit)
 
 
 def plan_run(
@@ -350,18 +383,28 @@ def plan_run(
     from ..train.trainer import Trainer
 
     assert cfg.seed is not None and cfg.time_budget is not None
+    budget = float(cfg.time_budget)
     file = rundir.file(PLAN)
     if file.exists():
         plan = json.loads(file.read_text())
     else:
         trainer = Trainer(task, space, search_cfg.train, device)
-        t = pilot_seconds(task, trainer, space, cfg.seed)
+        try:
+            t = pilot_seconds(task, trainer, space, cfg.seed, limit=PILOT_SHARE * budget)
+        except PilotCut as cut:
+            smallest = minimum_seconds(search_cfg, cut.seconds, 1.0)
+            raise SgemUserError(
+                f"a time budget of {budget:.0f} s is too small for this data: it ended while "
+                f"timing one candidate training ({cut}), and the smallest search needs at "
+                f"least {smallest:.0f} s of such trainings; give a larger --time-budget, or "
+                "less to train on (a shorter --context, fewer series or rows)"
+            ) from None
         n_fit = len(task.train) + len(task.val)
         retrain = None
         if cfg.final_epochs:  # epochs over train + val, summed over experts
             batch = min(search_cfg.train.batch_size or n_fit, n_fit)
             retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
-        references = _reference_seconds(task, space)
+        references = _reference_seconds(task, space, limit=PILOT_SHARE * budget)
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
         seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
         smallest = minimum_seconds(search_cfg, t, n_fit / max(len(task.train), 1))
