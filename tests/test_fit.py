@@ -353,3 +353,16 @@ def test_the_cli_can_make_a_small_integer_target_a_regression(tmp_path) -> None:
     assert cfg["task"]["kind"] == "regression" and cfg["space"]["head"] == "student_t"
     with pytest.raises(SgemUserError, match="--task regression is for tables"):
         fit_config(tmp_path / "count.csv", kind="timeseries", task_kind="regression")
+
+
+def test_a_horizon_makes_a_file_series_whatever_its_value_column_is_called(tmp_path) -> None:
+    """unique_id, ds, sales with --horizon: series (the message names --value-col), not a
+    table that lacks --target nor, with --target sales, a silent regression."""
+    frame = pd.DataFrame(
+        {"unique_id": "a", "ds": pd.date_range("2020-01-01", periods=60), "sales": np.arange(60)}
+    )
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    with pytest.raises(SgemUserError, match=r"--value-col"):
+        sgem.fit(tmp_path / "s.csv", horizon=7, target="sales", out=tmp_path / "r", progress=False)
+    cfg = fit_config(tmp_path / "s.csv", horizon=7, value_col="sales")
+    assert cfg["task"]["name"] == "series" and cfg["task"]["value_col"] == "sales"

@@ -71,6 +71,12 @@ def test_predict_fewer_steps_and_new_histories_with_integer_times(fitted) -> Non
     assert list(preds.columns) == ["unique_id", "ds", "SGEM", "SGEM-q-25"]
     last = 100 + 2 * (len(frame) - 1)
     assert preds["ds"].tolist() == [last + 2, last + 4, last + 6]
+    # integer ids come back as integers (a user's merge on unique_id must work)
+    numbered = frame.assign(unique_id=7)
+    preds = fitted.predict(h=3, df=numbered)
+    assert preds["unique_id"].tolist() == [7, 7, 7] and preds["unique_id"].dtype.kind == "i"
+    with pytest.warns(UserWarning, match=r"levels are percentages.*level=\[80\]"):
+        fitted.predict(h=3, df=numbered, level=[0.8])
 
 
 def test_forecaster_errors_name_their_fix(fitted, tmp_path) -> None:

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import traceback
 from collections.abc import Callable
+
+#: when the command started (before torch and statsforecast are imported: a time budget
+#: counts their seconds too, or `sgem fit --time-budget 30s` returned after 36 s)
+STARTED = time.perf_counter()
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -282,6 +287,7 @@ def _fit(args: argparse.Namespace) -> int:
             value_col=args.value_col,
             missing=args.missing,
             combine=args.combine,
+            started=STARTED,
         )
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ def _long_frame(df: Any, id_col: str, time_col: str, target_col: str, who: str) 
         raise SgemUserError(f"{who}: the frame has no rows")
     frame = df[[id_col, time_col, target_col]].copy()
     frame.columns = list(COLUMNS)
+    frame.attrs["ids"] = dict(zip(frame["unique_id"].astype(str), frame["unique_id"], strict=True))
     frame["unique_id"] = frame["unique_id"].astype(str)
     return frame
 
@@ -63,6 +65,13 @@ def _quantile_columns(
 ) -> dict[str, float]:
     """Output column -> the quantile it holds."""
     columns = {f"{alias}-q-{100 * float(q):g}": float(q) for q in quantiles}
+    if level and all(0 < float(lvl) < 1 for lvl in level):
+        warnings.warn(
+            f"level={list(level)}: levels are percentages (as statsforecast's), so these are "
+            f"{', '.join(f'{float(v):g} %' for v in level)} intervals; for 80 % write level=[80]",
+            UserWarning,
+            stacklevel=3,
+        )
     for lvl in level or ():
         if not 0 < float(lvl) < 100:
             raise SgemUserError(f"level={lvl}: a level is a percentage strictly between 0 and 100")
@@ -203,7 +212,9 @@ class SgemForecaster:
         wanted = sorted(set(columns.values()) | {0.5})
         raw = _forecast_frame(self.model_, data.series, data, wanted)
         raw = raw[raw["step"] <= h]
-        out = pd.DataFrame({"unique_id": raw["unique_id"].astype(str), "ds": raw["ds"]})
+        ids = history.attrs.get("ids") or {}  # the user's own ids, with their dtype
+        named = raw["unique_id"].astype(str)
+        out = pd.DataFrame({"unique_id": named.map(ids) if ids else named, "ds": raw["ds"]})
         out[self.alias] = raw["forecast"].to_numpy()
         for name, q in columns.items():
             out[name] = raw[f"q{q:g}"].to_numpy()

@@ -243,7 +243,8 @@ def read_long_series(
     if absent:
         raise SgemUserError(
             f"{path}: columns {absent} not found; its columns are {list(frame.columns)}. Name the "
-            "id, time and value columns (id_col=, time_col=, value_col=)"
+            "id, time and value columns (CLI: --id-col, --time-col, --value-col; Python: "
+            "id_col=, time_col=, value_col=)"
         )
     ids = frame[id_col].astype(str) if id_col is not None else pd.Series("0", index=frame.index)
     times = _times(frame[time_col], time_col)
