@@ -301,3 +301,35 @@ def test_a_model_saved_before_gaps_were_filled_still_refuses_them(gappy_run, tmp
         pre.windows([np.ones(10)])
     with pytest.raises(SgemUserError, match="fill the gaps first"):
         pre.windows([np.r_[np.ones(40), np.nan]])
+
+
+def _long(tmp_path, ds) -> str:
+    n = len(ds)
+    frame = pd.DataFrame({"unique_id": "a", "ds": ds, "y": np.arange(n, dtype=float)})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    return str(tmp_path / "t.csv")
+
+
+def test_day_first_dates_are_read_day_first_where_that_is_the_denser_grid(tmp_path) -> None:
+    """01/02/2012 ... read month first made a monthly file 1-12 January of every year,
+    laid daily and 96 % filled in."""
+    from sgem.data.files import read_long_series
+
+    months = pd.date_range("2012-01-01", periods=48, freq="MS")
+    data = read_long_series(_long(tmp_path, months.strftime("%d/%m/%Y")))
+    assert data.freq == "MS" and len(data.series["a"]) == 48
+    assert not np.isnan(data.series["a"]).any()
+    # a day above 12 settles it either way; US order stays US order
+    days = pd.date_range("2020-01-01", periods=40, freq="D")
+    assert read_long_series(_long(tmp_path, days.strftime("%m/%d/%Y"))).freq == "D"
+    assert read_long_series(_long(tmp_path, days.strftime("%d.%m.%Y"))).freq == "D"
+
+
+def test_iso_dates_mixed_with_times_and_utc_offsets_are_read(tmp_path) -> None:
+    from sgem.data.files import read_long_series
+
+    mixed = ["2012-01-01", "2012-01-02 00:00:00", *[f"2012-01-{d:02d}" for d in range(3, 20)]]
+    assert read_long_series(_long(tmp_path, mixed)).freq == "D"
+    hours = pd.date_range("2021-03-27 20:00", periods=12, freq="h", tz="Europe/Berlin")
+    data = read_long_series(_long(tmp_path, [t.isoformat() for t in hours]))  # DST change
+    assert data.freq == "h" and not np.isnan(data.series["a"]).any()

@@ -31,6 +31,7 @@ from pandas.tseries.frequencies import to_offset
 
 from ..errors import SgemUserError
 from .files_tabular import _existing_file, _first_rows, read_frame
+from .series_times import read_times
 from .tsf import read_tsf
 
 log = logging.getLogger(__name__)
@@ -114,24 +115,6 @@ def _from_tsf(path: Path) -> SeriesData:
 
 
 # -- long tables ----------------------------------------------------------------------------------
-
-
-def _times(column: pd.Series, name: str) -> pd.Series:
-    missing = column.isna().to_numpy()
-    if missing.any():
-        raise SgemUserError(
-            f"time column {name!r} is empty in {int(missing.sum())} rows (rows "
-            f"{_first_rows(missing)}); every row needs a timestamp"
-        )
-    if pd.api.types.is_integer_dtype(column):
-        return column.astype(np.int64)
-    try:
-        return pd.to_datetime(column)
-    except (ValueError, TypeError) as exc:
-        raise SgemUserError(
-            f"time column {name!r} holds values that are not dates (e.g. {column.iloc[0]!r}): "
-            f"{exc}; write ISO dates (2020-01-31 or 2020-01-31 13:00) or integer time steps"
-        ) from exc
 
 
 def _values(column: pd.Series, name: str) -> np.ndarray:
@@ -247,7 +230,7 @@ def read_long_series(
             "id_col=, time_col=, value_col=)"
         )
     ids = frame[id_col].astype(str) if id_col is not None else pd.Series("0", index=frame.index)
-    times = _times(frame[time_col], time_col)
+    times = read_times(frame[time_col], time_col)
     values = _values(frame[value_col], value_col)
     table = pd.DataFrame({"id": ids.to_numpy(), "t": times.to_numpy(), "v": values})
     dup = table.duplicated(["id", "t"], keep=False).to_numpy()
