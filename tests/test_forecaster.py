@@ -116,3 +116,22 @@ def test_forecast_to_frame_dates_when_known_else_steps() -> None:
     ]
     with pytest.raises(SgemUserError, match="ds holds 3 times for 2 series x 3 steps"):
         fc.to_frame(ids=["a", "b"], ds=dates[0])
+
+
+def test_predict_refuses_series_of_another_frequency(fitted, tmp_path) -> None:
+    """A monthly model given daily dates (day-first dates read month first, say) would
+    date and season its forecasts wrongly."""
+    from sgem.run.predict_io import predict_file
+
+    frame = monthly_frame()
+    frame.to_csv(tmp_path / "monthly.csv", index=False)
+    assert len(predict_file(fitted.model_, tmp_path / "monthly.csv")) == 6 * 6
+    daily = frame.assign(
+        ds=lambda f: (
+            pd.Timestamp("2020-01-01")
+            + pd.to_timedelta(f.groupby("unique_id").cumcount(), unit="D")
+        )
+    )
+    daily.to_csv(tmp_path / "daily.csv", index=False)
+    with pytest.raises(SgemUserError, match=r"frequency 'D', but the model was fitted on 'MS'"):
+        predict_file(fitted.model_, tmp_path / "daily.csv")

@@ -140,7 +140,24 @@ def _series_file(model: SgemModel, path: Path) -> Any:
             f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
             f"file, not {path.name}"
         )
-    return read_long_series(path, **columns)
+    data = read_long_series(path, **columns)
+    fitted = model.spec.info.get("freq")
+    if fitted and data.freq and not _same_step(fitted, data.freq):
+        raise SgemUserError(
+            f"{path.name} reads as data of frequency {data.freq!r}, but the model was fitted "
+            f"on {fitted!r} data: its forecasts would be dated and seasoned wrongly; give "
+            "the series at the model's frequency (ISO dates, 2020-01-31, leave no doubt)"
+        )
+    return data
+
+
+def _same_step(a: str, b: str) -> bool:
+    """Whether two frequencies step alike (MS and ME do; D and MS do not), within 10 %."""
+    from pandas.tseries.frequencies import to_offset
+
+    start = pd.Timestamp("2001-01-01")  # one step between two anchored times of each
+    step_a, step_b = (start + 2 * to_offset(f) - (start + to_offset(f)) for f in (a, b))
+    return abs(step_a / step_b - 1) <= 0.1
 
 
 def predict_file(
