@@ -202,3 +202,30 @@ def test_a_tables_combination_is_judged_on_samples_its_weights_never_saw() -> No
     truth = np.full((n, classes), -5.0)
     truth[np.arange(n), y] = 5.0
     assert cross_fitted_gain([good, truth], y, "cross_entropy").mean() > 0.5
+
+
+def test_series_without_a_frequency_get_the_season_their_history_shows() -> None:
+    """Integer time steps: a business-week cycle of 5 or a yearly one of 52 is found, a
+    random walk has none (0: each window chooses), and the classical members use it."""
+    from sgem.baselines.seasonal_naive import infer_season
+    from sgem.moe.classical import season_of
+
+    rng = np.random.default_rng(0)
+    t = np.arange(300)
+    for period in (5, 12, 52):
+        series = [10 + 3 * np.sin(2 * np.pi * t / period) + 0.02 * t + rng.normal(0, 0.5, 300)]
+        assert infer_season(series * 4) == period
+    walks = [[np.cumsum(rng.normal(size=n))] for n in (60, 300, 1000) for _ in range(10)]
+    assert all(infer_season(w) == 0 for w in walks)
+    assert season_of({"freq": None, "season": 5}) == 5 and season_of({"freq": "MS"}) == 12
+    assert season_of({"freq": None, "season": None}) == 0
+
+
+def test_seasonal_naive_repeats_the_last_season_of_a_short_history() -> None:
+    """A model needs two seasons to fit one; seasonal naive needs one (a 20-month series
+    got a flat last value instead)."""
+    from sgem.moe.classical import ClassicalMember
+
+    history = np.arange(20, dtype=float) % 12
+    loc, _ = ClassicalMember("SeasonalNaive").forecast([history], 6, 12)
+    np.testing.assert_array_equal(loc[0], history[8:14])

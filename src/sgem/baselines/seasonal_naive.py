@@ -29,6 +29,54 @@ def choose_seasons(x: np.ndarray, seasons: tuple[int, ...] = SEASONS) -> np.ndar
     return np.where(acf.max(axis=1) > 0, best, 1).astype(np.int64)
 
 
+#: the longest season looked for in series without a frequency (integer time steps) ...
+MAX_INFERRED_SEASON = 120
+#: ... where the series' mean autocorrelation (linear trend removed) peaks at it at least
+#: this high, and this far above its lowest point at a shorter lag (a random walk's slowly
+#: decaying autocorrelation has no such peak; a season's comes after a trough)
+MIN_SEASON_ACF = 0.3
+MIN_SEASON_PROMINENCE = 0.3
+
+
+def infer_season(histories, max_season: int = MAX_INFERRED_SEASON, most: int = 500) -> int:
+    """The seasonal period of series that carry no frequency (integer time steps: ds = 1,
+    2, 3 ...), from their own history: the smallest lag in 2..`max_season` where the mean
+    (over up to `most` series, weighted by length) autocorrelation of the detrended series
+    has a prominent peak within 90 % of the highest such peak (a period, not its multiple),
+    or 0 (unknown: each window chooses among `SEASONS`). (Among 7, 12 and 24 alone a
+    business-week cycle of 5 was never found, and the forecast was 2.9x seasonal naive's
+    error.)"""
+    total = np.zeros(max_season + 2)
+    weight = np.zeros(max_season + 2)
+    for h in list(histories)[:most]:
+        x = np.asarray(h, dtype=np.float64)
+        x = x[np.isfinite(x)][-2000:]
+        top = min(max_season + 1, len(x) // 3)  # at least three seasons to see one
+        if top < 3:
+            continue
+        t = np.arange(len(x))
+        dev = x - np.polyval(np.polyfit(t, x, 1), t)
+        energy = float((dev**2).sum())
+        if energy <= 1e-12 * len(x):
+            continue
+        for lag in range(1, top + 1):
+            total[lag] += (dev[lag:] * dev[:-lag]).sum() / energy * len(x)
+            weight[lag] += len(x)
+    acf = np.where(weight > 0, total / np.maximum(weight, 1e-12), np.nan)
+    peaks = [
+        lag
+        for lag in range(2, max_season + 1)
+        if np.isfinite(acf[lag - 1 : lag + 2]).all()
+        and acf[lag] >= max(acf[lag - 1], acf[lag + 1])
+        and acf[lag] >= MIN_SEASON_ACF
+        and acf[lag] - np.nanmin(acf[1:lag]) >= MIN_SEASON_PROMINENCE
+    ]
+    if not peaks:
+        return 0
+    highest = max(acf[p] for p in peaks)
+    return int(next(p for p in peaks if acf[p] >= 0.9 * highest))
+
+
 def seasonal_forecast(x: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
     """(loc, base spread), each (B, H), of the seasonal-naive forecast of contexts x."""
     n, length = x.shape

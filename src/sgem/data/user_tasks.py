@@ -98,6 +98,7 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     `cfg["missing"] = "error"` refuses gaps instead); a window whose target holds a filled
     value is never cut, and every series with a window has one in the training split.
     `task.meta["series_report"]` says what was filled, padded and left out."""
+    from ..baselines.seasonal_naive import infer_season
     from ..forecast import seasonality
     from .files import read_long_series
     from .series_plan import plan_series
@@ -123,9 +124,12 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
         fix=plan.fix,
     )
     trained = len(np.unique(task.meta["windows"]["train"].series))
+    histories = [s[int(np.argmax(o)) :] for s, o in zip(plan.series, plan.observed, strict=True)]
     meta = {
         **task.meta,
         "freq": data.freq,
+        # integer time steps carry no frequency: the season their history shows
+        "season": None if data.freq else infer_season(histories),
         # the file's column names, which `sgem predict` reads new series with
         "series_columns": columns,
         # the frequency read from the file or inferred from the timestamps sets the MASE period
@@ -141,9 +145,7 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
         },
         # each series' history without its left padding (windows index the padded series:
         # `history_offsets` says by how much), for classical members that refit on it
-        "histories": [
-            s[int(np.argmax(o)) :] for s, o in zip(plan.series, plan.observed, strict=True)
-        ],
+        "histories": histories,
         "history_offsets": [int(np.argmax(o)) for o in plan.observed],
     }
     return replace(task, meta=meta)

@@ -130,7 +130,8 @@ class ClassicalMember:
             keep = max(MAX_HISTORY, min(HISTORY_SEASONS * s, MAX_SEASONAL_HISTORY))
             x = x[np.isfinite(x)][-keep:]
             fallback = _naive(x, horizon, s)
-            s_used = s if len(x) >= 2 * s + 2 else 1
+            # a model needs two seasons to fit one; seasonal naive repeats the last one
+            s_used = s if self.cheap or len(x) >= 2 * s + 2 else 1
             earlier = None if series is None else fitted.get(int(series[i]))
             try:
                 if earlier is not None and earlier[1] == s_used:
@@ -168,12 +169,13 @@ def _naive(x: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, np.nda
 
 def season_of(meta: dict | None) -> int:
     """The seasonal period a classical member models for a forecasting task's file frequency
-    (`sgem.forecast.MODEL_SEASONALITIES`: daily data's is 7); 0 when the frequency is
-    unknown (then each history's own autocorrelation chooses, as `choose_seasons` does)."""
+    (`sgem.forecast.MODEL_SEASONALITIES`: daily data's is 7); without one, the season the
+    series' own history showed (`meta["season"]`, `infer_season`), else 0 (unknown: each
+    history's own autocorrelation chooses, as `choose_seasons` does)."""
     from ..forecast import MODEL_SEASONALITIES, seasonality
 
     freq = (meta or {}).get("freq")
-    return seasonality(freq, MODEL_SEASONALITIES) if freq else 0
+    return seasonality(freq, MODEL_SEASONALITIES) if freq else int((meta or {}).get("season") or 0)
 
 
 __all__ = [
