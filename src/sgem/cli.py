@@ -13,10 +13,6 @@ import time
 import traceback
 from collections.abc import Callable
 
-#: when the command started (before torch and statsforecast are imported: a time budget
-#: counts their seconds too, or `sgem fit --time-budget 30s` returned after 36 s)
-STARTED = time.perf_counter()
-
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -287,7 +283,7 @@ def _fit(args: argparse.Namespace) -> int:
             value_col=args.value_col,
             missing=args.missing,
             combine=args.combine,
-            started=STARTED,
+            started=args.started,
         )
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
@@ -450,8 +446,20 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the user reads it at a terminal: `sgem: warning: ...`, without the
+    source file and code line Python shows by default."""
+    return f"sgem: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+
+    started = time.perf_counter()  # before torch and statsforecast are imported: a time
+    # budget counts their seconds too (`sgem fit --time-budget 30s` returned after 36 s)
     args = _parser().parse_args(argv)
+    args.started = started
+    shown, warnings.formatwarning = warnings.formatwarning, _one_line_warning
     try:
         return COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError, ConnectionError, ImportError, PermissionError) as exc:
@@ -468,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        warnings.formatwarning = shown
 
 
 if __name__ == "__main__":  # pragma: no cover

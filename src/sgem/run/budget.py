@@ -129,7 +129,7 @@ def pilot_seconds(
 ) -> float:
     """Wall clock of training one random candidate on every cluster: the mean of `repeats`
     random cells after one more that pays torch's one-time start-up (fewer once the pilot
-    has spent `limit` seconds; the start-up one alone if that is all it could time). (The
+    has spent `limit` seconds, never none: the start-up one overstates a cell). (The
     fastest of three was the rule: on monthly tourism series a cheap cell made it 2.3 s while
     the search's cells took 6.8 s on average, and the final stage was left no time.) Raises
     `PilotCut` where the budget's fence stopped a training before it was ever evaluated."""
@@ -148,9 +148,9 @@ def pilot_seconds(
                 raise
             raise PilotCut(time.perf_counter() - start) from None
         times.append(time.perf_counter() - start)
-        if limit is not None and time.perf_counter() - began > limit:
+        if limit is not None and len(times) > 1 and time.perf_counter() - began > limit:
             break
-    return float(np.mean(times[1:] or times))
+    return float(np.mean(times[1:]))
 
 
 def final_units(
