@@ -113,3 +113,10 @@ def test_evaluate_scores_what_predict_gives(positive_regression, tmp_path) -> No
     assert {"q0.05", "q0.95"} <= set(out.columns) and "q0.1" not in out.columns
     with pytest.raises(sgem.SgemUserError, match="strictly between 0 and 1"):
         model.predict_quantiles(x, (0.5, 1.5))
+    # the leaderboard's RMSE in the target's units, as the user's own would be
+    board, report = model.leaderboard(), model.result["leaderboard"]
+    std = model.spec.info["target_standardisation"]["std"]
+    raw = report["rows"][0]["holdout"]["rmse"]
+    assert board.set_index("model").loc[report["rows"][0]["model"], "holdout_rmse"] == (
+        pytest.approx(raw * std)
+    )

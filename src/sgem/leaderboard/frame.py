@@ -10,9 +10,12 @@ METRICS = ("nll", "accuracy", "rmse", "crps")
 
 def leaderboard_frame(report: dict | None) -> Any:
     """One row per model: validation and holdout scores (`val_nll`, `holdout_nll`, ...),
-    seconds and notes; best validation NLL first, the saved model marked."""
+    seconds and notes; best validation NLL first, the saved model marked. A table
+    regression's RMSE and CRPS are in the target's units (its NLL stays per sample of the
+    standardised target, as the models were scored)."""
     import pandas as pd
 
+    std = (report or {}).get("target_std") or 1.0
     records = []
     for row in (report or {}).get("rows", []):
         rec: dict[str, Any] = {"model": row["model"], "kind": row["kind"]}
@@ -20,7 +23,7 @@ def leaderboard_frame(report: dict | None) -> Any:
             for m in METRICS:
                 value = (row.get(part) or {}).get(m)
                 if value is not None:
-                    rec[f"{prefix}_{m}"] = value
+                    rec[f"{prefix}_{m}"] = value * std if m in ("rmse", "crps") else value
         rec["seconds"] = row.get("seconds")
         rec["note"] = row.get("note", "")
         records.append(rec)
@@ -39,7 +42,8 @@ def leaderboard_lines(report: dict | None) -> list[str]:
     cols = [c for c in frame.columns if c.startswith(("val_", "holdout_"))]
     width = max(len(m) for m in frame["model"])
     head = f"  {'model':{width}s}  " + "  ".join(f"{c:>13s}" for c in cols)
-    lines = ["leaderboard (validation decides, holdout reports):", head]
+    units = "; RMSE, CRPS in the target's units" if report.get("target_std") else ""
+    lines = [f"leaderboard (validation decides, holdout reports{units}):", head]
     for _, r in frame.iterrows():
         cells = "  ".join(
             f"{r[c]:13.4f}" if isinstance(r[c], float) and r[c] == r[c] else f"{'-':>13s}"
@@ -100,6 +104,8 @@ def stage_lines(report: dict) -> list[str]:
         took = f"  {spent:.1f} s" if spent else ""
         lines.append(f"    {name:32s} {nll:9.4f}{change}{took}")
         before = nll
+    if seconds.get("references"):  # fitted before the search (a user's table)
+        lines.append(f"    {'scikit-learn references':32s} {seconds['references']:.1f} s")
     if seconds.get("classical_references"):  # fitted before the search (series)
         spent = seconds["classical_references"]
         lines.append(f"    {'AutoETS / AutoTheta / naive':32s} {spent:.1f} s")

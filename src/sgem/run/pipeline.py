@@ -413,6 +413,8 @@ def _stages(
     if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
         result |= target_units(task, final)
     contest.report["stage_seconds"] = clock.report()["stage_seconds"]
+    if target := task.meta.get("target_standardisation"):  # the board's RMSE / CRPS in units
+        contest.report["target_std"] = float(target["std"])
     result["leaderboard"] = contest.report
     result["resumed"] = resume
     result["executor"] = executor_kind
