@@ -272,7 +272,10 @@ def build_task(
         sources = None
         if source is not None:  # an explicit test set may come without sources
             sources = {s: parts[s][2] for s in parts if parts[s][2] is not None}
-        fix = "use fewer clusters, more data, or a larger val_fraction"
+        fix = (
+            "use fewer clusters (--clusters), more data, or a larger val_fraction (a --config "
+            "file's task: {val_fraction: 0.3})"
+        )
         clustered = cluster_splits(z, n_clusters, seed, source=sources, fix=fix)
         ids, centroids = clustered.ids, clustered.centroids
         meta["n_clusters_requested"] = clustered.n_requested

@@ -120,7 +120,9 @@ def fit_config(
             table_kind = read_table(
                 path, target=target, features=features, kind=task_kind, missing=missing
             ).task_kind
-        task.update(name="table", target=target, features=features, kind=table_kind)
+        task.update(
+            name="table", target=target, features=features, kind=table_kind, val_fraction=0.2
+        )
         if table_kind == "regression":
             base["space"]["head"] = "student_t"
     elif kind == "timeseries":
