@@ -194,7 +194,7 @@ def test_a_table_whose_budget_ended_before_the_moes_validation_fits_is_still_com
     assert model.combination is not None and "ridge regression" in model.combination.names
     rmse = np.sqrt(np.mean((model.predict(frame[list("abcd")]) - frame["y"]) ** 2))
     assert rmse < 0.5  # the MoE trained two steps alone is far off (std of y: 3.6)
-    assert "references" in model.result["clock"]["stage_seconds"]
+    assert "scikit_learn_references" in model.result["clock"]["stage_seconds"]
 
 
 def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -> None:

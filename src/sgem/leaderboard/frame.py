@@ -104,8 +104,9 @@ def stage_lines(report: dict) -> list[str]:
         took = f"  {spent:.1f} s" if spent else ""
         lines.append(f"    {name:32s} {nll:9.4f}{change}{took}")
         before = nll
-    if seconds.get("references"):  # fitted before the search (a user's table)
-        lines.append(f"    {'scikit-learn references':32s} {seconds['references']:.1f} s")
+    if seconds.get("scikit_learn_references"):  # fitted before the search (a user's table)
+        spent = seconds["scikit_learn_references"]
+        lines.append(f"    {'scikit-learn references':32s} {spent:.1f} s")
     if seconds.get("classical_references"):  # fitted before the search (series)
         spent = seconds["classical_references"]
         lines.append(f"    {'AutoETS / AutoTheta / naive':32s} {spent:.1f} s")

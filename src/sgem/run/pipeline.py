@@ -222,7 +222,7 @@ def _references_first(task, space, budget, plan: dict | None, clock: BudgetClock
     forecaster's (`plan_run`: the smallest search goes first), or where they ran past twice
     their estimate (a slow machine must not eat the search's time)."""
     if task.name == "table" and not isinstance(space, TimeSeriesSpace):
-        with clock.timed("references"):
+        with clock.timed("scikit_learn_references"):
             refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
         return None if any(r.val_output is None for r in refs) else refs
     if not isinstance(space, TimeSeriesSpace):
