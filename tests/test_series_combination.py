@@ -258,3 +258,4 @@ def test_one_series_without_an_id_column_is_fitted_and_predicted_by_its_own_name
     }  # fmt: skip
     fc = predict_file(model, path)
     assert len(fc) == 7 and np.isfinite(fc["forecast"]).all()
+    assert "date" in fc.columns and "ds" not in fc.columns  # the user's own names

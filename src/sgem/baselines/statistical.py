@@ -15,7 +15,9 @@ replaced by the seasonal-naive forecast of that window, and the count is reporte
 
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 
 import numpy as np
 
@@ -48,6 +50,15 @@ def diverged(context: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> bool:
     return bool(far or np.max(scale) > MAX_RANGES * span)
 
 
+@contextlib.contextmanager
+def _quiet():
+    """statsforecast's notes on a short history ("Too few residuals after burn-in") are
+    not the user's to act on: silenced around each local fit."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
+
+
 class StatsForecastReference:
     """One statsforecast model per test window; subclasses name the model."""
 
@@ -64,12 +75,14 @@ class StatsForecastReference:
     def fit_window(self, context: np.ndarray, horizon: int, season: int):
         """(the model fitted on `context`, its (mean, scale)): `forward_window` applies it
         to a longer history of the same series without estimating it again."""
-        model = self.model(season).fit(y=context)
-        return model, _mean_scale(model.predict(h=horizon, level=[80]))
+        with _quiet():
+            model = self.model(season).fit(y=context)
+            return model, _mean_scale(model.predict(h=horizon, level=[80]))
 
     def forward_window(self, model, context: np.ndarray, horizon: int):
         """(mean, scale) of `model` (from `fit_window`) run on `context` with its parameters."""
-        return _mean_scale(model.forward(y=context, h=horizon, level=[80]))
+        with _quiet():
+            return _mean_scale(model.forward(y=context, h=horizon, level=[80]))
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         require_forecasting(task, self.name)

@@ -166,7 +166,10 @@ def predict_file(
     """Read `path` as the model's kind of input and return the predictions table."""
     if isinstance(model.preprocessor, ForecastPreprocessor):
         data = _series_file(model, _exists(path))
-        return _forecast_frame(model, data.series, data, quantiles)
+        frame = _forecast_frame(model, data.series, data, quantiles)
+        columns = model.spec.info.get("series_columns") or {}  # the user's own names back
+        named = {"unique_id": columns.get("id_col"), "ds": columns.get("time_col")}
+        return frame.rename(columns={k: v for k, v in named.items() if v and v != k})
     x, ids = read_input(model, path)
     return predict_table(model, x, ids, quantiles)
 
