@@ -301,7 +301,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _quantiles(text: str) -> tuple[float, ...]:
     """`--quantiles` as levels strictly between 0 and 1, checked before any model loads."""
     from .errors import SgemUserError
-    from .moe.model import quantile_levels
+    from .moe.calibration import quantile_levels
 
     try:
         return quantile_levels([float(q) for q in text.split(",")])

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, special, stats
 
+from ..errors import SgemUserError
+
 #: central interval levels the corrections are fitted on
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
 #: validation samples a cluster needs for a correction of its own
@@ -172,6 +174,18 @@ def t_quantiles(
     stacked = np.sort(np.stack([values[i] for i in order]), axis=0)
     sorted_values = {qs[i]: stacked[j] for j, i in enumerate(order)}
     return {q: sorted_values[q] for q in qs}  # in the order asked for
+
+
+def quantile_levels(quantiles: Sequence[float]) -> tuple[float, ...]:
+    """Quantile levels as floats, each strictly between 0 and 1 (0 and 1 are the support's
+    ends: infinite for a Student-t), or a one-line refusal."""
+    try:
+        qs = tuple(float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=object)))
+    except (TypeError, ValueError) as exc:
+        raise SgemUserError(f"quantiles must be numbers like (0.1, 0.5, 0.9): {exc}") from exc
+    if not qs or any(not 0.0 < q < 1.0 for q in qs):
+        raise SgemUserError(f"quantiles must lie strictly between 0 and 1, got {qs}")
+    return qs
 
 
 def coverage(
@@ -346,6 +360,7 @@ __all__ = [
     "interval_scores",
     "never_negative",
     "nll",
+    "quantile_levels",
     "softmax",
     "support_of",
     "t_quantiles",

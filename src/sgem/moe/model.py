@@ -34,13 +34,14 @@ from .calibration import (
     coverage,
     expected_calibration_error,
     never_negative,
+    quantile_levels,
     t_quantiles,
 )
 from .combination import Combination, load_combination
 from .forecast_result import Forecast
 from .learnable_gate import LearnableGatedMoE
 from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
-from .scoring import in_target_units, score_outputs, without_moe_densities
+from .scoring import in_target_units, labelled_rows, score_outputs, without_moe_densities
 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 #: the card's name of the test split of a model saved without one
@@ -289,7 +290,7 @@ class SgemModel:
             x_model, cluster, scale = self._prepare(x)
             y = np.asarray(y)
             if not self.is_classifier and not self.is_forecaster and len(y) == len(x_model):
-                x_model, cluster, y = _labelled(x_model, cluster, y)
+                x_model, cluster, y = labelled_rows(x_model, cluster, y)
             target = info.get("target_standardisation")
             if scale is not None:
                 y = y / scale[:, None]
@@ -462,36 +463,6 @@ class SgemModel:
 
     def __repr__(self) -> str:
         return self.summary()
-
-
-def _labelled(x_model: np.ndarray, cluster: np.ndarray, y: np.ndarray) -> tuple:
-    """A regression's rows whose target is known (`evaluate`): a missing target is left out
-    with a note, as `fit` leaves it out, not scored as an error of NaN."""
-    from ..data.table_contract import first_rows, note
-
-    values = np.asarray(y, dtype=np.float64)
-    known = np.isfinite(values).reshape(len(values), -1).all(axis=1)
-    if known.all():
-        return x_model, cluster, y
-    if not known.any():
-        raise SgemUserError("evaluate: every target is missing (NaN); give the true targets")
-    note(
-        f"evaluate: left out {int((~known).sum())} of {len(known)} rows with a missing target "
-        f"(rows {first_rows(~known)})"
-    )
-    return x_model[known], cluster[known], values[known]
-
-
-def quantile_levels(quantiles: Sequence[float]) -> tuple[float, ...]:
-    """Quantile levels as floats, each strictly between 0 and 1 (0 and 1 are the support's
-    ends: infinite for a Student-t), or a one-line refusal."""
-    try:
-        qs = tuple(float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=object)))
-    except (TypeError, ValueError) as exc:
-        raise SgemUserError(f"quantiles must be numbers like (0.1, 0.5, 0.9): {exc}") from exc
-    if not qs or any(not 0.0 < q < 1.0 for q in qs):
-        raise SgemUserError(f"quantiles must lie strictly between 0 and 1, got {qs}")
-    return qs
 
 
 def load(path: str | os.PathLike) -> SgemModel:

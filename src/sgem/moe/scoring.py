@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ..data.task import ClusteredTask, Split
+from ..errors import SgemUserError
 from ..forecast import forecast_scores, task_test_scores
 from ..train.losses import per_sample_nll
 from .calibration import coverage, t_quantiles
@@ -148,11 +149,30 @@ def without_moe_densities(metrics: dict, combined: dict) -> dict:
     return {k: v for k, v in metrics.items() if k not in DENSITY_METRICS}
 
 
+def labelled_rows(x_model: np.ndarray, cluster: np.ndarray, y: np.ndarray) -> tuple:
+    """A regression's rows whose target is known (`evaluate`): a missing target is left out
+    with a note, as `fit` leaves it out, not scored as an error of NaN."""
+    from ..data.table_contract import first_rows, note
+
+    values = np.asarray(y, dtype=np.float64)
+    known: np.ndarray = np.asarray(np.isfinite(values).reshape(len(values), -1).all(axis=1))
+    if known.all():
+        return x_model, cluster, y
+    if not known.any():
+        raise SgemUserError("evaluate: every target is missing (NaN); give the true targets")
+    note(
+        f"evaluate: left out {int((~known).sum())} of {len(known)} rows with a missing target "
+        f"(rows {first_rows(~known)})"
+    )
+    return x_model[known], cluster[known], values[known]
+
+
 __all__ = [
     "DENSITY_METRICS",
     "evaluate_forecasts",
     "forecast_metrics",
     "in_target_units",
+    "labelled_rows",
     "method_scores",
     "score_outputs",
     "without_moe_densities",
