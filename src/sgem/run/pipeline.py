@@ -28,18 +28,17 @@ from ..execution.progress import shown
 from ..final.calibration import calibrate_final, target_units
 from ..final.reference import add_references
 from ..leaderboard import compete
-from ..leaderboard.members import reference_methods
 from ..methods.result import drop_empty_experts
 from ..methods.sgem import SgemMethod
 from ..moe.artifact import save_final_moe
 from ..presets import PRESET_NAMES
 from ..search.config import SearchConfig
 from ..search.store import ObservationStore
-from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
 from .budget import deadline, plan_run, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
+from .early_references import classical_first, table_references
 from .run_result import (
     MODEL_DIR,
     model_metrics,
@@ -211,32 +210,6 @@ def _execute(
         clock.close()
 
 
-def _references_first(task, space, budget, plan: dict | None, clock: BudgetClock) -> list | None:
-    """The references a user would otherwise pick, fitted before the search: they need no
-    search, and a fit that cannot say whether it beat them is not done, so the budget
-    spends their time first and never skips them. A user's table's scikit-learn models
-    (seconds even on 50 000 rows; at the end, a 48 000-row table's budget had left them no
-    time and the saved MoE was 1.7x gradient boosting's RMSE); a forecaster's seasonal
-    naive, AutoETS and AutoTheta (`budget.deadline` reserves their estimate). None (they
-    run at the end, if time is left) for other tasks, where the plan found no room for a
-    forecaster's (`plan_run`: the smallest search goes first), or where they ran past twice
-    their estimate (a slow machine must not eat the search's time)."""
-    if task.name == "table" and not isinstance(space, TimeSeriesSpace):
-        with clock.timed("scikit_learn_references"):
-            refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
-        return None if any(r.val_output is None for r in refs) else refs
-    if not isinstance(space, TimeSeriesSpace):
-        return None
-    estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
-    if estimate == 0.0:
-        return None
-    until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
-    with clock.timed("classical_references"):
-        limited = replace(budget, deadline=until)
-        refs = [m.fit_evaluate(task, limited) for m in reference_methods(space)]
-    return None if any(r.val_output is None for r in refs) else refs
-
-
 def experts_for(task: ClusteredTask, search: SearchConfig, shrink: bool) -> SearchConfig:
     """The search config with K at most the task's M clusters: shrunk (with a warning) where
     K is the preset's (`experts_at_most_clusters`), else refused before any training."""
@@ -288,6 +261,8 @@ def _stages(
     device = str(resolve_device(cfg.device))
     executor_kind = resolve_executor(execution.executor, device)
     plan = None
+    # a user's table's references come first, so the plan sizes the search to what they leave
+    table_refs = table_references(task, space, seed, cfg.crps_samples, clock)
     if cfg.time_budget:
         with clock.timed("planning"):
             search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
@@ -302,7 +277,7 @@ def _stages(
         device=device,
         deadline=deadline(plan),
     )
-    early_refs = _references_first(task, space, budget, plan, clock)
+    early_refs = table_refs or classical_first(task, space, budget, plan, clock)
     budget = replace(budget, deadline=deadline(plan, references_done=early_refs is not None))
     try:
         # in-process executors are built by the search from its own trainer
