@@ -366,3 +366,17 @@ def test_a_horizon_makes_a_file_series_whatever_its_value_column_is_called(tmp_p
         sgem.fit(tmp_path / "s.csv", horizon=7, target="sales", out=tmp_path / "r", progress=False)
     cfg = fit_config(tmp_path / "s.csv", horizon=7, value_col="sales")
     assert cfg["task"]["name"] == "series" and cfg["task"]["value_col"] == "sales"
+
+
+def test_a_40_row_table_fits_with_the_defaults(tmp_path) -> None:
+    """M = 3 and a 35 % validation share below 200 rows: with M = 4 and 20 %, only 2 of 4
+    clusters kept validation rows and every remedy the message named was refused."""
+    from sgem.data.user_tasks import default_n_clusters, default_val_fraction
+
+    assert (default_n_clusters(40), default_val_fraction(40)) == (3, 0.35)
+    assert (default_n_clusters(600), default_val_fraction(600)) == (6, 0.2)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3))
+    frame = pd.DataFrame(x, columns=list("abc")).assign(y=(x[:, 0] > 0).astype(int))
+    model = sgem.fit(frame, target="y", out=tmp_path / "run", progress=False, config=TINY)
+    assert model.predict(frame[list("abc")]).shape == (40,)

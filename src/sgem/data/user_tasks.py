@@ -18,10 +18,20 @@ from ..random_streams import Stream, stream_rng
 from .build import build_task
 from .task import ClusteredTask
 
+#: below this many rows a table gets the smallest M (3) and a larger validation share
+SMALL_TABLE_ROWS = 200
+
 
 def default_n_clusters(n_samples: int) -> int:
-    """M from the data size: about 100 training samples per cluster, between 4 and 30."""
-    return int(np.clip(n_samples // 100, 4, 30))
+    """M from the data size: about 100 training samples per cluster, between 4 and 30 (3
+    below `SMALL_TABLE_ROWS`: a 40-row table left only 2 of 4 clusters with validation rows)."""
+    return int(np.clip(n_samples // 100, 3 if n_samples < SMALL_TABLE_ROWS else 4, 30))
+
+
+def default_val_fraction(n_samples: int) -> float:
+    """The validation share of a table's learning rows: 0.2, and 0.35 below
+    `SMALL_TABLE_ROWS`, so that each cluster keeps validation rows."""
+    return 0.2 if n_samples >= SMALL_TABLE_ROWS else 0.35
 
 
 def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
@@ -68,7 +78,7 @@ def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
         y[rest],
         n_clusters=n_clusters,
         test=(scaled(test), y[test]),
-        val_fraction=float(cfg.get("val_fraction", 0.2)),
+        val_fraction=float(cfg.get("val_fraction") or default_val_fraction(n)),
         loss="student_t" if regression else "cross_entropy",
         n_classes=None if regression else len(data.classes or []),
         seed=seed,

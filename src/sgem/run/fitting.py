@@ -121,8 +121,8 @@ def fit_config(
                 path, target=target, features=features, kind=task_kind, missing=missing
             ).task_kind
         task.update(
-            name="table", target=target, features=features, kind=table_kind, val_fraction=0.2
-        )
+            name="table", target=target, features=features, kind=table_kind, val_fraction=None
+        )  # (None: from the table's size, `sgem.data.user_tasks.default_val_fraction`)
         if table_kind == "regression":
             base["space"]["head"] = "student_t"
     elif kind == "timeseries":
