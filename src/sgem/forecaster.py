@@ -55,7 +55,8 @@ def _long_frame(df: Any, id_col: str, time_col: str, target_col: str, who: str) 
         raise SgemUserError(f"{who}: the frame has no rows")
     frame = df[[id_col, time_col, target_col]].copy()
     frame.columns = list(COLUMNS)
-    frame.attrs["ids"] = dict(zip(frame["unique_id"].astype(str), frame["unique_id"], strict=True))
+    distinct = frame["unique_id"].drop_duplicates()  # the user's ids, kept with their dtype
+    frame.attrs["ids"] = dict(zip(distinct.astype(str), distinct, strict=True))
     frame["unique_id"] = frame["unique_id"].astype(str)
     return frame
 

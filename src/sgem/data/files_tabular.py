@@ -364,8 +364,8 @@ def read_table(
             raise SgemUserError(f"column {target!r} is the target; leave it out of features")
     if not features:
         raise SgemUserError(f"{path}: no feature columns besides the target {target!r}")
-    frame = read_placeholders(frame, features)
-    columns = column_specs(frame, features)
+    frame, placeholders = read_placeholders(frame, features)
+    columns = column_specs(frame, features, placeholders)
     categorical_columns = [c["name"] for c in columns if c["kind"] == "onehot"]
     if categorical_columns and categorical == "refuse":
         raise SgemUserError(

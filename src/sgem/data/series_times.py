@@ -37,22 +37,19 @@ def read_times(column: pd.Series, name: str) -> pd.Series:
     ordered = _day_or_month_first(text, name)
     if ordered is not None:
         return ordered
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pandas' advice on formats: said below
-            return _naive(pd.to_datetime(text, format="ISO8601", utc=_has_offsets(text)), name)
-    except (ValueError, TypeError):
-        pass
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return _naive(pd.to_datetime(text, format="mixed", utc=_has_offsets(text)), name)
-    except (ValueError, TypeError) as exc:
-        raise SgemUserError(
-            f"time column {name!r} holds values that are not dates (e.g. {column.iloc[0]!r}): "
-            f"{str(exc).splitlines()[0]}; write ISO dates (2020-01-31 or 2020-01-31 13:00) "
-            "or integer time steps"
-        ) from exc
+    utc = _has_offsets(text)
+    for form in ("ISO8601", "mixed"):  # ISO first (exact), then whatever pandas can read
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # pandas' advice on formats: said below
+                return _naive(pd.to_datetime(text, format=form, utc=utc), name)
+        except (ValueError, TypeError) as exc:
+            failure = exc
+    raise SgemUserError(
+        f"time column {name!r} holds values that are not dates (e.g. {column.iloc[0]!r}): "
+        f"{str(failure).splitlines()[0]}; write ISO dates (2020-01-31 or 2020-01-31 13:00) "
+        "or integer time steps"
+    ) from failure
 
 
 def _has_offsets(text: pd.Series) -> bool:

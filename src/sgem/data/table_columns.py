@@ -17,36 +17,40 @@ from .table_missing import placeholder_tokens, without_placeholders
 MAX_CATEGORIES = 200
 
 
-def read_placeholders(frame: pd.DataFrame, features: list[str]) -> pd.DataFrame:
+def read_placeholders(
+    frame: pd.DataFrame, features: list[str]
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """`frame` with each mostly numeric text column read as numbers, its placeholder
-    tokens missing (`sgem.data.table_missing.placeholder_tokens`), with a note."""
+    tokens missing (`sgem.data.table_missing.placeholder_tokens`), with a note; and those
+    tokens by column, which its spec keeps for predict."""
     found = {c: t for c in features if (t := placeholder_tokens(frame[c]))}
     if not found:
-        return frame
+        return frame, found
     frame = frame.copy()
     for name, tokens in found.items():
         n = int(frame[name].astype(str).str.strip().isin(tokens).sum())
         frame[name] = without_placeholders(frame[name], tokens)
-        frame.attrs.setdefault("placeholders", {})[name] = tokens
         note(
             f"column {name!r}: read as numbers, its {n} values {tokens} as missing (if they "
             "mean something else, replace them in the file)"
         )
-    return frame
+    return frame, found
 
 
-def column_specs(frame: pd.DataFrame, features: list[str]) -> list[dict[str, Any]]:
-    """Each feature's spec; the columns that cannot be features are refused together."""
+def column_specs(
+    frame: pd.DataFrame, features: list[str], placeholders: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    """Each feature's spec (with its `placeholders` tokens, if any); the columns that cannot
+    be features are refused together."""
     specs, unusable = [], []
-    placeholders = frame.attrs.get("placeholders", {})
     for name in features:
         spec = _column_spec(frame[name], name)
         if isinstance(spec, str):
             unusable.append(spec)
-        elif name in placeholders:
-            specs.append(spec | {"placeholders": placeholders[name]})
         else:
-            specs.append(spec)
+            specs.append(
+                spec | ({"placeholders": placeholders[name]} if name in placeholders else {})
+            )
     if unusable:
         raise SgemUserError(
             "these columns cannot be features: "

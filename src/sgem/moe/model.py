@@ -34,7 +34,9 @@ from .calibration import (
     coverage,
     expected_calibration_error,
     never_negative,
+    nll,
     quantile_levels,
+    softmax,
     t_quantiles,
 )
 from .combination import Combination, load_combination
@@ -349,10 +351,10 @@ class SgemModel:
             if mix is not None:
                 return {"test_ece_15": expected_calibration_error(mix.proba(out, x_model), y)}
             t = self.temperature or 1.0
-            logp = out / t - np.logaddexp.reduce(out / t, axis=1, keepdims=True)
-            nll = -float(np.mean(logp[np.arange(len(y)), np.asarray(y, dtype=np.int64)]))
-            probs = np.exp(logp)
-            return {"test_ece_15": expected_calibration_error(probs, y), "test_nll_calibrated": nll}
+            return {
+                "test_ece_15": expected_calibration_error(softmax(out, t), y),
+                "test_nll_calibrated": nll(out / t, y),
+            }
         cal = self.interval_calibration
         if mix is not None and not mix.forecasting:  # as `predict_quantiles` mixes them
             q = mix.quantiles(out, x_model, (0.1, 0.9))
