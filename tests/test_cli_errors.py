@@ -60,3 +60,16 @@ def test_empty_and_unwritable_out(files, capsys) -> None:
     assert "output directory is empty" in capsys.readouterr().err
     assert main(["run", "toy", "--out", "/proc/sgem-run", "--quiet"]) == 2
     assert "cannot write the run directory" in capsys.readouterr().err
+
+
+def test_the_cli_says_each_table_note_once() -> None:
+    """A fit that tries several K reads its table once per K: its notes show once."""
+    from sgem.data.table_contract import TableWarning
+    from sgem.terminal import said_once
+
+    shown: list[str] = []
+    show = said_once(lambda message, category, *rest: shown.append(str(message)))
+    for message in ("'id' left out", "'when': dates", "'id' left out"):
+        show(TableWarning(message), TableWarning, "f.py", 1)
+    show(UserWarning("'id' left out"), UserWarning, "f.py", 1)
+    assert shown == ["'id' left out", "'when': dates", "'id' left out"]

@@ -115,9 +115,10 @@ def test_the_csv_round_trip_keeps_kinds_sensibly(tmp_path) -> None:
     path, target, _ = materialise(frame, tmp_path / "run", "y")
     enc = read_table(path, target=target).encoding
     kinds = {c["name"]: c["kind"] for c in enc["columns"]}
-    assert kinds == {"size": "numeric", "shop": "onehot", "open": "bool", "day": "onehot"}
-    day = next(c for c in enc["columns"] if c["name"] == "day")
-    assert day["categories"][0] == "2024-01-01"
+    parts = {f"day.{p}": "numeric" for p in ("days", "year", "month", "day", "weekday")}
+    assert kinds == {"size": "numeric", "shop": "onehot", "open": "bool", **parts}
+    day = next(c for c in enc["columns"] if c["name"] == "day.day")
+    assert day["date_of"] == "day" and day["date_format"] == "ISO8601"
     from sgem.data.files import encode_table
 
     # predicting on the original dtypes builds the features the file gave

@@ -195,18 +195,3 @@ def test_placeholder_tokens_in_a_numeric_column_are_missing_values(tmp_path) -> 
     new = pd.DataFrame({"age": ["75", "?", 90]})
     x = encode_table(new, data.encoding)
     assert x[0, 0] == 75 and x[2, 0] == 90 and x[1, 1] == 1 and x[1, 0] == x[1, 0]
-
-
-def test_columns_that_cannot_be_features_are_refused_together(tmp_path) -> None:
-    n = 300
-    frame = pd.DataFrame(
-        {
-            "id": [f"user-{i}" for i in range(n)],
-            "when": pd.date_range("2020-01-01", periods=n, freq="D").astype(str),
-            "x": np.arange(n, dtype=float),
-            "y": np.arange(n) % 2,
-        }
-    )
-    frame.to_csv(tmp_path / "t.csv", index=False)
-    with pytest.raises(SgemUserError, match=r"'id' has 300 distinct.*'when' holds 300 distinct"):
-        read_table(tmp_path / "t.csv", target="y")

@@ -99,6 +99,21 @@ def test_a_classical_member_forecasts_every_series_even_degenerate_ones() -> Non
     assert loc.shape == (3, 3) and np.isfinite(loc).all() and (scale > 0).all()
 
 
+def test_refitting_many_series_shows_a_progress_bar_where_asked(monkeypatch, capsys) -> None:
+    """`sgem predict` shows one while AutoETS is refitted per series (a minute for 2000)."""
+    from sgem.execution.progress import shown
+    from sgem.moe import classical
+
+    monkeypatch.setattr(classical, "PROGRESS_SERIES", 3)
+    rng = np.random.default_rng(0)
+    histories = [10 + rng.normal(size=30).cumsum() for _ in range(3)]
+    ClassicalMember("AutoETS").forecast(histories, 4, 1)
+    assert "refitted per series" not in capsys.readouterr().err  # the library stays quiet
+    with shown(True):
+        loc, _ = ClassicalMember("AutoETS").forecast(histories, 4, 1)
+    assert "AutoETS refitted per series" in capsys.readouterr().err and loc.shape == (3, 4)
+
+
 def test_a_malformed_classical_state_is_refused() -> None:
     state = {"weights": [0.5, 0.5], "names": ["x"], "scales": [1.0], "loss": "student_t"}
     with pytest.raises(ValueError, match="unknown classical member"):

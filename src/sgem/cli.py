@@ -13,6 +13,8 @@ import time
 import traceback
 from collections.abc import Callable
 
+from .terminal import one_line_warning, said_once
+
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -310,12 +312,14 @@ def _quantiles(text: str) -> tuple[float, ...]:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    from .execution.progress import shown
     from .moe.model import load
     from .run.predict_io import predict_file, write_table
 
     quantiles = _quantiles(args.quantiles)
     model = load(args.model)
-    frame = predict_file(model, args.input, quantiles=quantiles)
+    with shown(True):  # (a combination refits AutoETS per series: a minute for 2000)
+        frame = predict_file(model, args.input, quantiles=quantiles)
     path = write_table(frame, args.out)
     print(f"wrote {len(frame)} rows to {path}")
     return 0
@@ -446,12 +450,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
-def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    """A warning as the user reads it at a terminal: `sgem: warning: ...`, without the
-    source file and code line Python shows by default."""
-    return f"sgem: warning: {message}\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     import warnings
 
@@ -459,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     # budget counts their seconds too (`sgem fit --time-budget 30s` returned after 36 s)
     args = _parser().parse_args(argv)
     args.started = started
-    shown, warnings.formatwarning = warnings.formatwarning, _one_line_warning
+    shown, warnings.formatwarning = warnings.formatwarning, one_line_warning
+    show, warnings.showwarning = warnings.showwarning, said_once(warnings.showwarning)
     try:
         return COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError, ConnectionError, ImportError, PermissionError) as exc:
@@ -477,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     finally:
-        warnings.formatwarning = shown
+        warnings.formatwarning, warnings.showwarning = shown, show
 
 
 if __name__ == "__main__":  # pragma: no cover

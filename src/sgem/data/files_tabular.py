@@ -29,6 +29,7 @@ from .table_columns import MAX_CATEGORIES, column_specs, read_placeholders
 from .table_contract import as_frame, is_named, note, select_columns, to_numbers
 from .table_contract import first_rows as _first_rows
 from .table_contract import is_numeric as _is_numeric
+from .table_dates import source_columns, with_date_parts
 from .table_missing import (
     INDICATOR_SUFFIX,
     check_policy,
@@ -221,7 +222,7 @@ def _onehot(column: pd.Series, spec: dict[str, Any], absent: np.ndarray) -> np.n
     codes = pd.Index(spec["categories"]).get_indexer(values).astype(np.int64)
     codes[absent] = -1
     unseen = (codes < 0) & ~absent
-    if unseen.any():
+    if unseen.any() and not spec.get("other"):  # (a column with rare categories: said at fit)
         examples = ", ".join(repr(e) for e in sorted(set(values[unseen]))[:5])
         note(
             f"column {name!r}: {int(unseen.sum())} rows hold categories not seen in training "
@@ -366,6 +367,7 @@ def read_table(
         raise SgemUserError(f"{path}: no feature columns besides the target {target!r}")
     frame, placeholders = read_placeholders(frame, features)
     columns = column_specs(frame, features, placeholders)
+    frame = with_date_parts(frame, columns)
     categorical_columns = [c["name"] for c in columns if c["kind"] == "onehot"]
     if categorical_columns and categorical == "refuse":
         raise SgemUserError(
@@ -411,7 +413,7 @@ def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
             f"{ENCODING_FORMAT!r})"
         )
     columns = encoding["columns"]
-    names = [c["name"] for c in columns]
+    names = source_columns(columns)  # the user's columns: a date once for all its parts
     missing = policy_of(encoding)
     if isinstance(table, str | os.PathLike):
         path = _existing_file(table)
@@ -429,7 +431,7 @@ def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
     frame = select_columns(frame, names, target=encoding.get("target"), fix=fix)
     if len(frame) == 0:
         return np.zeros((0, len(encoding["feature_names"])), dtype=np.float64)
-    return _encode_columns(frame, columns, missing)
+    return _encode_columns(with_date_parts(frame, columns), columns, missing)
 
 
 __all__ = [

@@ -1,6 +1,6 @@
-"""What each column of a user's table becomes as a feature: numbers, a boolean, or one-hot
-categories, and which columns cannot be features (identifiers, free text, dates in their
-hundreds), refused together in one message rather than one per run."""
+"""What each column of a user's table becomes as a feature: numbers, a boolean, one-hot
+categories (the commonest 200 of a column with more), or a date's parts; and which columns
+cannot be features (identifiers, free text), left out with a note."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ import pandas as pd
 from ..errors import SgemUserError
 from .table_contract import is_numeric as _is_numeric
 from .table_contract import note
+from .table_dates import date_format, date_specs
 from .table_missing import placeholder_tokens, without_placeholders
 
-#: a categorical feature with more categories than this is refused (one-hot would explode)
+#: a categorical feature one-hot encodes at most this many categories (its commonest)
 MAX_CATEGORIES = 200
+#: ... and one with more, whose distinct values are at least this share of its rows, is an
+#: identifier or free text: left out of the features
+IDENTIFIER_SHARE = 0.5
 
 
 def read_placeholders(
@@ -40,22 +44,34 @@ def read_placeholders(
 def column_specs(
     frame: pd.DataFrame, features: list[str], placeholders: dict[str, list[str]]
 ) -> list[dict[str, Any]]:
-    """Each feature's spec (with its `placeholders` tokens, if any); the columns that cannot
-    be features are refused together."""
-    specs, unusable = [], []
+    """Each feature's spec (with its `placeholders` tokens, if any; a date column's parts,
+    `sgem.data.table_dates`). Identifiers and free text are left out with a note; a table
+    with nothing else is refused."""
+    specs, left_out = [], []
     for name in features:
-        spec = _column_spec(frame[name], name)
+        column = frame[name]
+        form = None if _is_numeric(column) else date_format(column)
+        if form is not None:
+            specs.extend(date_specs(column, name, form))
+            continue
+        spec = _column_spec(column, name)
         if isinstance(spec, str):
-            unusable.append(spec)
+            left_out.append(spec)
         else:
             specs.append(
                 spec | ({"placeholders": placeholders[name]} if name in placeholders else {})
             )
-    if unusable:
+    if left_out and not specs:
         raise SgemUserError(
-            "these columns cannot be features: "
-            + "; ".join(unusable)
-            + ". Leave them out (--features a,b,...), or encode them as numbers yourself"
+            "no column can be a feature: "
+            + "; ".join(left_out)
+            + ". Add feature columns, or encode these as numbers yourself"
+        )
+    if left_out:
+        note(
+            "left out of the features: "
+            + "; ".join(left_out)
+            + " (choose the features with --features a,b,... / features=[...])"
         )
     return specs
 
@@ -67,31 +83,29 @@ def _column_spec(column: pd.Series, name: str) -> dict[str, Any] | str:
         return {"name": name, "kind": "numeric", "dtype": dtype}
     if pd.api.types.is_bool_dtype(column):
         return {"name": name, "kind": "bool", "dtype": dtype}
-    categories = sorted({str(v) for v in column.dropna().to_numpy()})
-    if len(categories) > MAX_CATEGORIES:
-        if pd.api.types.is_datetime64_any_dtype(column) or _looks_like_dates(column):
+    text = column.dropna().astype(str)
+    counts = text.value_counts(sort=False)
+    if len(counts) > MAX_CATEGORIES:
+        if len(counts) >= IDENTIFIER_SHARE * len(text):
             return (
-                f"{name!r} holds {len(categories)} distinct dates or times (e.g. "
-                f"{column.dropna().iloc[0]!s}: as categories, a new date would be unseen; "
-                "turn them into numbers such as days since a start, month, weekday)"
+                f"{name!r} has {len(counts)} distinct text values in {len(text)} rows (an "
+                "identifier or free text)"
             )
-        return (
-            f"{name!r} has {len(categories)} distinct text values (more than "
-            f"{MAX_CATEGORIES}: an identifier or free text)"
+        # the commonest categories one-hot, the rare ones all zero (as an unseen one)
+        kept = counts.sort_values(ascending=False, kind="stable").index[:MAX_CATEGORIES]
+        note(
+            f"column {name!r}: {len(counts)} categories; the {MAX_CATEGORIES} most frequent "
+            f"are one-hot features, the {len(counts) - MAX_CATEGORIES} rarer ones "
+            f"({int((~text.isin(kept)).sum())} rows) are all zero"
         )
-    return {"name": name, "kind": "onehot", "dtype": dtype, "categories": categories}
+        return {
+            "name": name,
+            "kind": "onehot",
+            "dtype": dtype,
+            "categories": sorted(str(c) for c in kept),
+            "other": True,
+        }
+    return {"name": name, "kind": "onehot", "dtype": dtype, "categories": sorted(counts.index)}
 
 
-def _looks_like_dates(column: pd.Series) -> bool:
-    """Whether a text column's first values read as dates (ISO "2024-03-01" and the like)."""
-    import warnings
-
-    sample = column.dropna().astype(str).head(20)
-    if sample.empty or not sample.str.contains(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}").all():
-        return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return bool(pd.to_datetime(sample, errors="coerce").notna().all())
-
-
-__all__ = ["MAX_CATEGORIES", "column_specs", "read_placeholders"]
+__all__ = ["IDENTIFIER_SHARE", "MAX_CATEGORIES", "column_specs", "read_placeholders"]

@@ -29,9 +29,10 @@ def shown(show: bool = True) -> Iterator[None]:
         _SHOW.reset(token)
 
 
-def stage_bar(total: int, desc: str) -> tqdm:
-    """A bar over `total` trainings of one stage (drawn only inside `shown(True)`)."""
-    return tqdm(total=total, desc=desc, unit="net", disable=not _SHOW.get() or total < 1)
+def stage_bar(total: int, desc: str, unit: str = "net") -> tqdm:
+    """A bar over `total` trainings (or other `unit`s) of one stage (drawn only inside
+    `shown(True)`)."""
+    return tqdm(total=total, desc=desc, unit=unit, disable=not _SHOW.get() or total < 1)
 
 
 __all__ = ["shown", "stage_bar"]

@@ -40,6 +40,7 @@ def onnx_feeds(model: SgemModel, x: Any) -> dict[str, np.ndarray]:
     if kind_of(model) == "forecaster":
         return {"history": _history_matrix(x)}
     from ..data.table_contract import as_frame, is_named, select_columns, to_numbers
+    from ..data.table_dates import source_columns, with_date_parts
 
     numeric, categorical = _columns(model)
     if not is_named(x):
@@ -48,8 +49,9 @@ def onnx_feeds(model: SgemModel, x: Any) -> dict[str, np.ndarray]:
                 "this model has categorical columns: give a DataFrame or dict with named columns"
             )
         return {"x": np.atleast_2d(np.asarray(x, dtype=np.float64))}
-    names = numeric + [c["name"] for c in categorical]
-    frame = select_columns(as_frame(x, names, named=True), names)
+    columns = model.spec.info.get("encoding", {}).get("columns", [])
+    names = source_columns(columns) or numeric + [c["name"] for c in categorical]
+    frame = with_date_parts(select_columns(as_frame(x, names, named=True), names), columns)
     converted = [to_numbers(frame[c]) for c in numeric]
     cols = [c for c in converted if c is not None]
     if len(cols) != len(converted):

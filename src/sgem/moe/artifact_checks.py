@@ -195,6 +195,7 @@ def check_encoding(encoding: Any, file: Path) -> None:
     """A table's column encoding (`sgem.data.files_tabular`): every field `encode_table`
     reads, and feature names that follow from the columns."""
     from ..data.files_tabular import ENCODING_FORMAT, _feature_names
+    from ..data.table_dates import DATE_PARTS, TIME_PART
     from ..data.table_missing import MISSING_POLICIES
 
     if not isinstance(encoding, dict) or encoding.get("format") != ENCODING_FORMAT:
@@ -211,7 +212,14 @@ def check_encoding(encoding: Any, file: Path) -> None:
             cats = c.get("categories")
             if not isinstance(cats, list) or any(type(v) not in (str, int) for v in cats):
                 raise bad(file, f"column {c['name']!r} must list its categories")
-        elif c.get("median") is not None and not is_number(c["median"]):
+            continue
+        if "date_of" in c and (
+            not isinstance(c["date_of"], str)
+            or c.get("part") not in (*DATE_PARTS, TIME_PART)
+            or not isinstance(c.get("date_format"), str)
+        ):
+            raise bad(file, f"column {c['name']!r} must name its date column, part and format")
+        if c.get("median") is not None and not is_number(c["median"]):
             raise bad(file, f"column {c['name']!r} has a non-numeric median")
         elif type(c.get("indicator", False)) is not bool:
             raise bad(file, f"column {c['name']!r}'s indicator must be true or false")

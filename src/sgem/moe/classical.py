@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..execution.progress import stage_bar
+
 FORMAT = "sgem.classical/1"
 #: the Student-t df that stands for a Normal predictive
 NORMAL_DF = 1000.0
@@ -32,6 +34,9 @@ HISTORY_SEASONS = 10
 #: points: a fit took tens of seconds, and timing a few of them ran 10 minutes into a
 #: 45-second budget)
 MAX_SEASONAL_HISTORY = 4000
+#: a progress bar (where the caller shows them: `sgem predict`) from this many series on:
+#: 2000 series' AutoETS refits take about a minute
+PROGRESS_SERIES = 200
 
 
 class Stopped(RuntimeError):
@@ -122,30 +127,33 @@ class ClassicalMember:
         if series is not None:  # each series' origins in time order: the first one fits
             order.sort(key=lambda i: (series[i], len(histories[i])))
         fitted: dict[int, tuple] = {}  # series -> (fitted model, its season)
-        for done, i in enumerate(order):
-            if stop is not None and stop():
-                raise Stopped(f"{self.name} stopped after {done} of {len(histories)} series")
-            x = np.asarray(histories[i], dtype=np.float64)
-            s = int(seasons[i])
-            keep = max(MAX_HISTORY, min(HISTORY_SEASONS * s, MAX_SEASONAL_HISTORY))
-            x = x[np.isfinite(x)][-keep:]
-            fallback = _naive(x, horizon, s)
-            # a model needs two seasons to fit one; seasonal naive repeats the last one
-            s_used = s if self.cheap or len(x) >= 2 * s + 2 else 1
-            earlier = None if series is None else fitted.get(int(series[i]))
-            try:
-                if earlier is not None and earlier[1] == s_used:
-                    mean, spread = reference.forward_window(earlier[0], x, horizon)
-                else:
-                    model, (mean, spread) = reference.fit_window(x, horizon, s_used)
-                    if series is not None and model is not None:
-                        fitted[int(series[i])] = (model, s_used)
-                spread = np.broadcast_to(spread, mean.shape)
-            except Exception:  # a local fit that fails keeps the seasonal-naive forecast
-                mean, spread = fallback
-            if diverged(x, mean, spread):
-                mean, spread = fallback
-            loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * max(np.abs(x).mean(), 1.0))
+        shown = len(order) if len(order) >= PROGRESS_SERIES and not self.cheap else 0
+        with stage_bar(shown, f"{self.name} refitted per series", unit="series") as bar:
+            for done, i in enumerate(order):
+                if stop is not None and stop():
+                    raise Stopped(f"{self.name} stopped after {done} of {len(histories)} series")
+                x = np.asarray(histories[i], dtype=np.float64)
+                s = int(seasons[i])
+                keep = max(MAX_HISTORY, min(HISTORY_SEASONS * s, MAX_SEASONAL_HISTORY))
+                x = x[np.isfinite(x)][-keep:]
+                fallback = _naive(x, horizon, s)
+                # a model needs two seasons to fit one; seasonal naive repeats the last one
+                s_used = s if self.cheap or len(x) >= 2 * s + 2 else 1
+                earlier = None if series is None else fitted.get(int(series[i]))
+                try:
+                    if earlier is not None and earlier[1] == s_used:
+                        mean, spread = reference.forward_window(earlier[0], x, horizon)
+                    else:
+                        model, (mean, spread) = reference.fit_window(x, horizon, s_used)
+                        if series is not None and model is not None:
+                            fitted[int(series[i])] = (model, s_used)
+                    spread = np.broadcast_to(spread, mean.shape)
+                except Exception:  # a local fit that fails keeps the seasonal-naive forecast
+                    mean, spread = fallback
+                if diverged(x, mean, spread):
+                    mean, spread = fallback
+                loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * max(np.abs(x).mean(), 1.0))
+                bar.update()
         return loc, scale
 
 
