@@ -232,6 +232,39 @@ def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -
     assert _members_then_moe(task, [clear, *holdout[1:]], [a, b])[0] > 0.5
 
 
+def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> None:
+    """A network right on 39 of 40 holdout rows by chance but no better than a coin on the
+    800 others: on the holdout it takes most of the weight; given its out-of-fold outputs,
+    member A (right 80 % of the time everywhere) does."""
+    from types import SimpleNamespace
+
+    from sgem.data.task import Split
+    from sgem.leaderboard.combining import _table_weights
+    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.methods.result import MethodResult
+
+    rng = np.random.default_rng(1)
+
+    def split(n: int) -> Split:
+        return Split(np.zeros((n, 1)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
+
+    task = SimpleNamespace(train=split(600), val=split(200), test=split(40), loss="cross_entropy")
+    rows = np.r_[task.train.y, task.val.y]
+
+    def member(y: np.ndarray, right) -> np.ndarray:
+        return _logits(np.where(y == 1, right, 1 - right))
+
+    a = MethodResult("A", 0, extra={OUT_OF_FOLD: member(rows, 0.8)})
+    lucky = member(task.test.y, np.where(np.arange(40) == 0, 0.3, 0.97))
+    holdout = [lucky, member(task.test.y, 0.8)]
+    w_holdout, _, judged = _table_weights(task, holdout, [a], None)
+    assert w_holdout[0] > 0.5 and judged is None
+    coin = member(rows, np.where(rng.random(800) < 0.5, 0.9, 0.1))
+    w, fit_on, judged = _table_weights(task, holdout, [a], coin)
+    assert w[1] > 0.8 and fit_on.startswith("every row")
+    assert judged is not None and len(judged[1]) == 840
+
+
 def test_no_combination_saves_the_moe_and_says_so(tmp_path) -> None:
     """`sgem fit --no-combination` on the table whose saved model is otherwise a combination
     (above): the MoE is saved, the leaderboard says the combination was off, the run config

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -76,8 +78,14 @@ def test_scores_of_a_tensor_and_an_array_agree(task):
 
 
 def test_the_leaderboards_references_are_methods_with_validation_and_holdout_outputs(task):
-    from sgem.leaderboard.members import GlobalNetwork, reference_budget, reference_methods
+    from sgem.leaderboard.members import (
+        GlobalNetwork,
+        network_out_of_fold,
+        reference_budget,
+        reference_methods,
+    )
     from sgem.leaderboard.series_members import ClassicalReference
+    from sgem.train.time_fence import training_fence
     from sgem.train.trainer import Trainer
 
     space = TimeSeriesSpace(op_names=("linear_trend", "skip"), n_nodes=1, channels=2, patch_len=6)
@@ -96,3 +104,12 @@ def test_the_leaderboards_references_are_methods_with_validation_and_holdout_out
     assert net.shippable and net.fitted.network is not None and net.kind == "network"
     ets = ClassicalReference("AutoETS").fit_evaluate(task, budget)
     assert ets.fitted.classical.name == "AutoETS" and ets.fitted.classical.spread > 0
+    # out of fold: every train + validation row from a network that never saw it, none
+    # once the budget's fence has passed
+    cell = space.sample(np.random.default_rng(0))
+    oof = network_out_of_fold(task, budget, cell)
+    assert oof.shape == (len(task.train) + len(task.val), *net.val_output.shape[1:])
+    assert np.isfinite(oof).all()
+    np.testing.assert_array_equal(oof, network_out_of_fold(task, budget, cell))
+    with training_fence(time.time() - 1.0):
+        assert network_out_of_fold(task, budget, cell) is None

@@ -62,7 +62,14 @@ def fitted_of(member: MethodResult) -> Fitted:
     return member.fitted or Fitted()
 
 
-def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], has: np.ndarray):
+def combine(
+    task: ClusteredTask,
+    ship_val,
+    ship_test,
+    refs: list[MethodResult],
+    has: np.ndarray,
+    ship_oof: np.ndarray | None = None,
+):
     """The combination of the selective-routing MoE with the members that greedy ensemble
     selection picks on validation (tables: the scikit-learn models; series: AutoETS and
     AutoTheta, refitted per series at forecast time), kept only where it beats the MoE alone
@@ -71,7 +78,9 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
     fit on the holdout rows instead, and greedy selection alone decides; a forecaster's
     weights are shrunk toward the classical members' equal combination (`SHRINK_TO_EQUAL`),
     fit on the holdout where it has `MIN_HOLDOUT_WINDOWS` windows, its interval width on
-    validation and holdout pooled, and it is always saved. Returns
+    validation and holdout pooled, and it is always saved. `ship_oof`: the saved network's
+    out-of-fold outputs on train + validation (a user's table whose saved model is one
+    network), weighed on every row with the members. Returns
     ((Combination, state, arrays, holdout scores), its leaderboard row), or (None, None)."""
     from ..moe.classical import season_of
     from ..moe.combination import Combination
@@ -111,9 +120,9 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
         fit_on, y_val = "holdout", np.asarray(task.test.y)
         outs = [ship_test, *[np.asarray(test_of(m)) for m in ready]]
     folded = fit_on == "holdout" and not forecasting and all(OUT_OF_FOLD in m.extra for m in ready)
-    if folded:  # the members' shares on every row, the MoE's weight on the holdout
-        weights = _members_then_moe(task, outs, ready)
-        fit_on = "the holdout (the MoE's; the scikit-learn members' shares on out-of-fold rows too)"
+    judged: tuple[list[np.ndarray], np.ndarray] | None = None
+    if folded:
+        weights, fit_on, judged = _table_weights(task, outs, ready, ship_oof)
     elif forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels),
         # shrunk halfway to the equal combination of AutoETS and AutoTheta: held-out windows
         # are a few per series and the future is not exchangeable with them, and that
@@ -136,7 +145,8 @@ def combine(task: ClusteredTask, ship_val, ship_test, refs: list[MethodResult], 
         combined = averaged_quantiles(chosen, w, WQL_GRID)
         gain = quantile_loss(_wql_quantiles(outs[0]), y_val) - quantile_loss(combined, y_val)
     else:
-        gain = cross_fitted_gain(outs, y_val, task.loss)
+        gain_outs, gain_y = judged or (outs, y_val)
+        gain = cross_fitted_gain(gain_outs, gain_y, task.loss)
     se = _standard_error(gain)
     if fit_on == "validation" and not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
         return None, None  # on a user's holdout (nothing chosen there) greedy alone decides
@@ -224,6 +234,26 @@ def _wql_quantiles(out: np.ndarray) -> dict[float, np.ndarray]:
     return dict(zip(WQL_GRID, member_quantiles(out, WQL_GRID), strict=True))
 
 
+def _table_weights(
+    task: ClusteredTask,
+    holdout_outs: list[np.ndarray],
+    ready: list[MethodResult],
+    ship_oof: np.ndarray | None,
+) -> tuple[np.ndarray, str, tuple[list[np.ndarray], np.ndarray] | None]:
+    """A user's table's weights (the MoE's first), what they were fit on, and the outputs
+    and targets their gain is judged on (None: the holdout's). With the saved network's
+    out-of-fold outputs (`ship_oof`), greedy selection of every member on every row;
+    without, `_members_then_moe`."""
+    if ship_oof is None:
+        weights = _members_then_moe(task, holdout_outs, ready)
+        return weights, "the holdout (the MoE's; the members' out-of-fold rows too)", None
+    y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
+    every = [np.concatenate([ship_oof, holdout_outs[0]]), *_rows_of(ready, holdout_outs)]
+    weights = greedy_ensemble(every, y_rows, task.loss)
+    fit_on = "every row (out-of-fold outputs on train + validation, the holdout's)"
+    return weights, fit_on, (every, y_rows)
+
+
 def _members_then_moe(
     task: ClusteredTask, holdout_outs: list[np.ndarray], ready: list[MethodResult]
 ) -> np.ndarray:
@@ -238,9 +268,7 @@ def _members_then_moe(
     overconfident network given 0.44 of the weight on those rows cost 2.6 points of test
     accuracy (0.956 against logistic regression's 0.982)."""
     y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
-    pairs = zip(ready, holdout_outs[1:], strict=True)
-    rows = [np.concatenate([m.extra[OUT_OF_FOLD], o]) for m, o in pairs]
-    shares = greedy_ensemble(rows, y_rows, task.loss)
+    shares = greedy_ensemble(_rows_of(ready, holdout_outs), y_rows, task.loss)
     logs = np.stack([log_density(o, task.test.y, task.loss) for o in holdout_outs])
     grid = np.arange(ROUNDS + 1) / ROUNDS
 
@@ -257,6 +285,13 @@ def _members_then_moe(
     every = np.arange(logs.shape[1])
     w0 = moe_weight(every) if gain.mean() > COMBINE_MARGIN_SE * _standard_error(gain) else 0.0
     return np.r_[w0, (1 - w0) * shares]
+
+
+def _rows_of(ready: list[MethodResult], holdout_outs: list[np.ndarray]) -> list[np.ndarray]:
+    """Each scikit-learn member's outputs on every row: out of fold on train + validation,
+    then the holdout's (`holdout_outs`: the MoE's first)."""
+    pairs = zip(ready, holdout_outs[1:], strict=True)
+    return [np.concatenate([m.extra[OUT_OF_FOLD], o]) for m, o in pairs]
 
 
 def _prior(ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray) -> np.ndarray | None:

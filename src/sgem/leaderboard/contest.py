@@ -38,7 +38,13 @@ from .board import (
     sample_nll,
 )
 from .combining import combine, entry, fitted_of, test_of, val_of
-from .members import GlobalNetwork, reference_budget, reference_methods
+from .members import (
+    GlobalNetwork,
+    folded_table,
+    network_out_of_fold,
+    reference_budget,
+    reference_methods,
+)
 
 #: the report's word where the run's `combine: false` kept the combination out
 COMBINATION_OFF = "off (combine: false, --no-combination): the MoE is saved"
@@ -123,8 +129,12 @@ def compete(
     board = rows(task, members, has, seed, crps_samples)
     shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
+    ship_oof = None  # the saved network alone: weighed on every row, as the members are
+    cell = fitted_of(best).cell if usable else None
+    if combination and cell and len(fallback) == task.n_clusters and folded_table(task):
+        ship_oof = network_out_of_fold(task, budget, cell)
     combined_with, combined = (
-        combine(task, ship_val, ship_test, refs, has) if combination else (None, None)
+        combine(task, ship_val, ship_test, refs, has, ship_oof) if combination else (None, None)
     )
     if combined:
         board[-1]["model"] = "selective-routing MoE (before the combination)"
