@@ -56,12 +56,15 @@ def test_dates_become_their_parts_and_identifiers_are_left_out(tmp_path) -> None
     # a date never seen in training still has its numbers; a DataFrame's own timestamps
     # and text read alike
     new = pd.DataFrame({"when": ["2031-07-05", None], "x": [0.5, 0.1]})
-    with pytest.warns(TableWarning, match="no missing values in training"):
+    with pytest.warns(TableWarning, match="no missing dates in training; 1 missing dates"):
         x = encode_table(new, data.encoding)
     assert (
         x[0, 1:5].tolist() == [2031.0, 7.0, 5.0, 5.0]
         and x[1, 1] == data.encoding["columns"][1]["median"]
     )
+    with pytest.warns(TableWarning, match=r"'when': 1 values are not dates \(e.g. 'soon'\)"):
+        unread = encode_table(pd.DataFrame({"when": ["soon"], "x": [0.0]}), data.encoding)
+    assert unread[0, 1] == data.encoding["columns"][1]["median"]
     stamped = new.assign(when=pd.to_datetime(new["when"]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TableWarning)
@@ -74,6 +77,9 @@ def test_day_first_dates_are_read_day_first_at_fit_and_at_predict() -> None:
     assert date_format(text) == "%d/%m/%Y"
     assert date_format(pd.Series(["01/02/2020", "03/04/2020"])) == "%m/%d/%Y"
     assert date_format(pd.Series(["red", "2020-01-01"])) is None
+    assert date_format(pd.Series(["12-3-45", "11-4-46"])) is None  # codes, not dates
+    assert date_format(pd.Series(["1.2.3", "1.10.2"])) is None  # versions
+    assert date_format(pd.Series(["2020-01-05 13:30", "2021-02-01"])) == "ISO8601"
     assert date_format(pd.Series([1.0, 2.0])) is None
     frame = pd.DataFrame({"when": text, "x": [1.0, 2.0, 3.0], "y": [0.0, 1.0, 2.0]})
     with warnings.catch_warnings():

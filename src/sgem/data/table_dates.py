@@ -29,7 +29,9 @@ TIME_PART = "hour"
 MIN_READ_SHARE = 0.95
 #: numeric day / month / year dates (31/01/2020, 1.2.2012): which comes first is decided
 _NUMERIC_DATE = r"\d{1,2}([/.-])\d{1,2}\1\d{4}"
-_DATE_LIKE = r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}"
+#: what a date column's first values must look like: a four-digit year first or last (codes
+#: such as "12-3-45" or versions such as "1.2.3" are not dates)
+_DATE_LIKE = r"^\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})"
 
 
 def date_format(column: pd.Series) -> str | None:
@@ -68,15 +70,10 @@ def parse_dates(column: pd.Series, form: str) -> pd.Series:
 
 def date_specs(column: pd.Series, name: str, form: str) -> list[dict[str, Any]]:
     """The numeric specs of a date column's parts, with a note saying what became of it."""
-    times = parse_dates(column, form)
-    unread = int((times.isna() & column.notna()).sum())
     parts = list(DATE_PARTS)
-    if (times.dropna().dt.hour != 0).any():
+    if (parse_dates(column, form).dropna().dt.hour != 0).any():
         parts.append(TIME_PART)
-    note(
-        f"column {name!r}: dates, used as {', '.join(parts)} (days since 1970)"
-        + (f"; {unread} values that are not dates are missing" if unread else "")
-    )
+    note(f"column {name!r}: dates, used as {', '.join(parts)} (days since 1970)")
     return [
         {
             "name": f"{name}.{part}",
@@ -107,8 +104,20 @@ def with_date_parts(frame: pd.DataFrame, columns: list[dict[str, Any]]) -> pd.Da
         source = spec["date_of"]
         if source not in parsed:
             parsed[source] = parse_dates(frame[source], spec["date_format"])
+            _say_unread(frame[source], parsed[source], source)
         parts[spec["name"]] = _part(parsed[source], spec["part"])
     return frame.assign(**parts)
+
+
+def _say_unread(column: pd.Series, times: pd.Series, name: str) -> None:
+    """A note naming the values of a date column that are not dates (read as missing)."""
+    unread = (times.isna() & column.notna()).to_numpy()
+    if unread.any():
+        examples = ", ".join(repr(str(v)) for v in column[unread].unique()[:3])
+        note(
+            f"column {name!r}: {int(unread.sum())} values are not dates (e.g. {examples}); "
+            "they are read as missing"
+        )
 
 
 def _part(times: pd.Series, part: str) -> np.ndarray:

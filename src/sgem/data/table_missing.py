@@ -136,7 +136,13 @@ def impute_numbers(values: np.ndarray, absent: np.ndarray, spec: dict[str, Any])
     """Fill `values[absent]` with the column's training median (in place), with a note when
     the column had no missing values at fit."""
     values[absent] = spec["median"]
-    if not spec.get("n_missing"):
+    if "date_of" in spec and not spec.get("n_missing"):  # one note for all of a date's parts
+        if spec["part"] == "days":
+            note(
+                f"column {spec['date_of']!r} had no missing dates in training; "
+                f"{int(absent.sum())} missing dates imputed with its parts' training medians"
+            )
+    elif not spec.get("n_missing"):
         note(
             f"column {spec['name']!r} had no missing values in training; {int(absent.sum())} "
             f"missing values imputed with its training median {spec['median']:g}"
