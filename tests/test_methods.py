@@ -113,3 +113,34 @@ def test_the_leaderboards_references_are_methods_with_validation_and_holdout_out
     np.testing.assert_array_equal(oof, network_out_of_fold(task, budget, cell))
     with training_fence(time.time() - 1.0):
         assert network_out_of_fold(task, budget, cell) is None
+
+
+def test_a_classical_reference_the_budget_cuts_short_is_scored_on_the_series_it_reached(
+    monkeypatch,
+):
+    """Scored on the windows it reached (NaN elsewhere), said in its row, paired with the
+    MoE on the same windows, and never combined; too few windows: skipped."""
+    import sgem.leaderboard.series_members as series_members
+    from sgem.leaderboard.board import rows, scored
+    from sgem.leaderboard.members import reference_budget
+    from sgem.leaderboard.series_members import MIN_SUBSET_WINDOWS, SUBSET, ClassicalReference
+    from sgem.train.trainer import Trainer
+
+    rng = np.random.default_rng(0)
+    domains = {"walk": [50 + np.cumsum(rng.normal(0, 1, 300)) for _ in range(2)]}
+    task = make_timeseries_task(domains, n_windows=500, n_clusters=4, context=24, horizon=6)
+    space = TimeSeriesSpace(op_names=("linear_trend", "skip"), n_nodes=1, channels=2, patch_len=6)
+    budget = reference_budget(Trainer(task, space, TrainConfig(steps=2)), 0, steps=3)
+    for allowed, subset in ((120, True), (10, False)):
+        calls = iter(range(10_000))
+        monkeypatch.setattr(series_members, "fence_passed", lambda c=calls, a=allowed: next(c) > a)
+        ets = ClassicalReference("AutoETS").fit_evaluate(task, budget)
+        if not subset:
+            assert ets.val_output is None and "skipped" in ets.note
+            continue
+        done = scored(ets.test_output)
+        assert MIN_SUBSET_WINDOWS <= done.sum() < len(done)
+        assert ets.extra[SUBSET] == f"{done.sum()} of {len(done)} series"
+        row = rows(task, [ets], np.ones(len(task.val), bool), 0, 10)[0]
+        assert row["subset"] == ets.extra[SUBSET] and np.isfinite(row["holdout"]["crps"])
+        assert np.isfinite(row["validation"]["nll"])

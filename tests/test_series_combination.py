@@ -15,6 +15,7 @@ from test_series_gaps import TINY
 
 import sgem
 from sgem.leaderboard.series_members import DISPLAY
+from sgem.moe import classical
 from sgem.moe.classical import ClassicalMember
 from sgem.moe.combination import Combination, conformal_spread, mixture_quantiles
 
@@ -102,7 +103,6 @@ def test_a_classical_member_forecasts_every_series_even_degenerate_ones() -> Non
 def test_refitting_many_series_shows_a_progress_bar_where_asked(monkeypatch, capsys) -> None:
     """`sgem predict` shows one while AutoETS is refitted per series (a minute for 2000)."""
     from sgem.execution.progress import shown
-    from sgem.moe import classical
 
     monkeypatch.setattr(classical, "PROGRESS_SERIES", 3)
     rng = np.random.default_rng(0)
@@ -112,6 +112,24 @@ def test_refitting_many_series_shows_a_progress_bar_where_asked(monkeypatch, cap
     with shown(True):
         loc, _ = ClassicalMember("AutoETS").forecast(histories, 4, 1)
     assert "AutoETS refitted per series" in capsys.readouterr().err and loc.shape == (3, 4)
+
+
+def test_a_partial_forecast_stops_between_series_and_keeps_them_whole() -> None:
+    """With `partial`, a stop leaves the series not reached NaN and every series reached
+    done at all of its origins (the leaderboard scores a random subset of the series)."""
+    rng = np.random.default_rng(0)
+    base = [10 + rng.normal(size=40).cumsum() for _ in range(6)]
+    histories = [b[:n] for b in base for n in (30, 35, 40)]  # three origins per series
+    series = [i for i in range(6) for _ in range(3)]
+    asked = iter(range(100))
+    loc, scale = ClassicalMember("AutoETS").forecast(
+        histories, 4, 1, stop=lambda: next(asked) >= 2, series=series, partial=True
+    )
+    done = np.isfinite(loc).all(1).reshape(6, 3)
+    assert done.all(1).sum() == 2 and (done.all(1) | ~done.any(1)).all()
+    assert np.array_equal(np.isfinite(scale), np.isfinite(loc))
+    with pytest.raises(classical.Stopped):  # without `partial`, a stop is an error
+        ClassicalMember("AutoETS").forecast(histories, 4, 1, stop=lambda: True, series=series)
 
 
 def test_a_malformed_classical_state_is_refused() -> None:

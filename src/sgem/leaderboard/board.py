@@ -90,6 +90,11 @@ def scores(out, split: Split, task: ClusteredTask, seed: int, crps_samples: int)
     return {k.removeprefix("test_"): raw[k] for k in keys if raw.get(k) is not None}
 
 
+def scored(out: np.ndarray) -> np.ndarray:
+    """Which samples an output has (finite everywhere): all but a cut-short member's rest."""
+    return np.isfinite(np.asarray(out)).reshape(len(out), -1).all(1)
+
+
 def rows(
     task: ClusteredTask,
     members: list[MethodResult],
@@ -98,15 +103,24 @@ def rows(
     crps_samples: int,
 ) -> list[dict]:
     """One row per member (a `MethodResult` with validation and holdout outputs):
-    validation and holdout scores, seconds, note."""
-    val = task.val.subset(np.flatnonzero(has_val))
+    validation and holdout scores, seconds, note. A member scored on some of the windows
+    (NaN outputs elsewhere: a classical reference the budget cut short) is scored on those,
+    and its row says on which (`subset`)."""
     out = []
     for m in members:
         row: dict = {"model": m.method, "kind": m.kind, "seconds": round(m.seconds, 3)}
-        if m.val_output is not None and has_val.any():
-            row["validation"] = scores(m.val_output[has_val], val, task, seed, crps_samples)
+        if m.val_output is not None:
+            on = has_val & scored(m.val_output)
+            if on.any():
+                row["validation"] = scores(
+                    m.val_output[on], task.val.subset(np.flatnonzero(on)), task, seed, crps_samples
+                )
         if m.test_output is not None:
-            row["holdout"] = scores(m.test_output, task.test, task, seed, crps_samples)
+            on = scored(m.test_output)
+            holdout = task.test if on.all() else task.test.subset(np.flatnonzero(on))
+            row["holdout"] = scores(m.test_output[on], holdout, task, seed, crps_samples)
+        if m.extra.get("subset"):
+            row["subset"] = m.extra["subset"]
         if m.note:
             row["note"] = m.note
         out.append(row)
@@ -121,5 +135,6 @@ __all__ = [
     "mixture_nll",
     "rows",
     "sample_nll",
+    "scored",
     "scores",
 ]

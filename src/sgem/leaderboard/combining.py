@@ -22,6 +22,7 @@ from ..moe.combination import (
 )
 from .board import ROUNDS, greedy_ensemble, greedy_quantile_ensemble, log_density
 from .members import OUT_OF_FOLD
+from .series_members import SUBSET
 
 #: a table's combination is saved where its cross-fitted validation gain over the MoE alone
 #: (`cross_fitted_gain`) exceeds this many standard errors. (Before, the gain was measured on
@@ -86,8 +87,8 @@ def combine(
     from ..moe.combination import Combination
     from ..moe.portable import export
 
-    def combinable(m: MethodResult) -> bool:
-        if m.val_output is None or m.test_output is None:
+    def combinable(m: MethodResult) -> bool:  # (not a member scored on some series only)
+        if m.val_output is None or m.test_output is None or m.extra.get(SUBSET):
             return False
         fit = fitted_of(m)
         return bool(fit.estimator) if m.kind == "scikit-learn" else fit.classical is not None

@@ -36,6 +36,8 @@ from .board import (
     mixture_nll,
     rows,
     sample_nll,
+    scored,
+    scores,
 )
 from .combining import combine, entry, fitted_of, test_of, val_of
 from .members import (
@@ -45,6 +47,7 @@ from .members import (
     reference_budget,
     reference_methods,
 )
+from .series_members import SUBSET
 
 #: the report's word where the run's `combine: false` kept the combination out
 COMBINATION_OFF = "off (combine: false, --no-combination): the MoE is saved"
@@ -127,6 +130,7 @@ def compete(
                 task, trainer, final, best, fallback, moe_val, seed, crps_samples
             )
     board = rows(task, members, has, seed, crps_samples)
+    _on_same_windows(task, board, members, ship_test, seed, crps_samples)
     shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
     ship_oof = None  # the saved network alone: weighed on every row, as the members are
@@ -206,9 +210,9 @@ def _holdout_only(
         return Contest({"skipped": f"{why}; the searched MoE is saved"}, final, None)
     has = np.zeros(len(task.val), dtype=bool)
     moe_test = split_outputs(final.moe, task.test, trainer.device)
-    board = rows(
-        task, [entry("sgem MoE (searched)", seed, None, moe_test), *refs], has, seed, crps_samples
-    )
+    members = [entry("sgem MoE (searched)", seed, None, moe_test), *refs]
+    board = rows(task, members, has, seed, crps_samples)
+    _on_same_windows(task, board, members, moe_test, seed, crps_samples)
     combined_with, combined = (
         combine(task, None, moe_test, refs, has) if combination else (None, None)
     )
@@ -227,6 +231,18 @@ def _holdout_only(
     if not combination:
         report["combination"] = COMBINATION_OFF
     return Contest(report, final, None, combined_with)
+
+
+def _on_same_windows(task, board: list[dict], members, moe_test, seed: int, crps_samples: int):
+    """Beside each member scored on some of the series only (`SUBSET`: the budget ended),
+    the MoE's holdout scores on the same windows, so the comparison is paired."""
+    for row, m in zip(board, members, strict=True):
+        if m.extra.get(SUBSET) and m.test_output is not None:
+            on = np.flatnonzero(scored(m.test_output))
+            mine = scores(moe_test[on], task.test.subset(on), task, seed, crps_samples)
+            row["moe_on_same_windows"] = mine
+            if "crps" in mine:
+                row["note"] += f"; the MoE's holdout CRPS on the same windows {mine['crps']:.4f}"
 
 
 def _cells(final, task: ClusteredTask) -> list:
@@ -360,7 +376,7 @@ def _ensemble(task: ClusteredTask, members: list[MethodResult], has: np.ndarray)
     ready = [
         (val_of(m), test_of(m), m.method)
         for m in members
-        if m.val_output is not None and m.test_output is not None
+        if m.val_output is not None and m.test_output is not None and not m.extra.get(SUBSET)
     ]
     if len(ready) < 2:
         return {}
@@ -385,11 +401,16 @@ def _shipped_summary(
 ) -> dict:
     """What was saved (with its combination's members and weights) and why, and whether a
     member beats it on validation."""
-    mine = (row.get("validation") or {}).get("nll", np.inf)
+    mine = (row.get("validation") or {}).get("nll")  # (none: a combination fit on the holdout)
+    members = set(combination[1]["weights_by_name"] if combination is not None else {})
     better = [
         r["model"]
         for r in board[:-1]
-        if (r.get("validation") or {}).get("nll", np.inf) < mine and r["kind"] != "sgem"
+        if mine is not None
+        and (r.get("validation") or {}).get("nll", np.inf) < mine
+        and r["kind"] != "sgem"
+        and r["model"] not in members
+        and not r.get("subset")  # (scored on other windows)
     ]
     what = (
         "the searched MoE"

@@ -17,7 +17,7 @@ import numpy as np
 from ..data.task import ClusteredTask, Split
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
-from ..moe.classical import NORMAL_DF, ClassicalMember, Stopped
+from ..moe.classical import NORMAL_DF, ClassicalMember
 from ..train.time_fence import fence_passed
 
 
@@ -27,6 +27,11 @@ def _x(split: Split) -> np.ndarray:
 
 #: the leaderboard's names of the classical members (`sgem.moe.classical.NAMES`)
 DISPLAY = {"SeasonalNaive": "seasonal naive"}
+#: `MethodResult.extra`'s key of a reference scored on some of the series ("k of n series":
+#: the budget ended first); its other windows' outputs are NaN, and it is not combined
+SUBSET = "subset"
+#: ... where it has at least this many validation and holdout windows, else it is skipped
+MIN_SUBSET_WINDOWS = 30
 
 
 class ClassicalReference:
@@ -57,22 +62,39 @@ class ClassicalReference:
             return skipped
         horizon = int(task.test.y.shape[1])
         start = time.perf_counter()
-        try:  # local fits stop at the budget's fence (a member cut short is not scored)
-            val, test = _classical(ref, task, ("val", "test"), horizon, stop=stop)
-        except Stopped:
+        # local fits stop at the budget's fence: the series done by then (a random subset,
+        # all their windows) are scored where they are enough, else the member is skipped
+        val, test = _classical(ref, task, ("val", "test"), horizon, stop=stop, partial=True)
+        done_val, done_test = (np.isfinite(o[:, :, 0]).all(1) for o in (val, test))
+        whole = done_val.all() and done_test.all()
+        if not whole and min(done_val.sum(), done_test.sum()) < MIN_SUBSET_WINDOWS:
             return skipped
-        tuned = ref.fit_tails(val, task.val.y)  # spread and tails from validation
+        # spread and tails from validation
+        tuned = ref.fit_tails(val[done_val], task.val.y[done_val])
         val, test = (tuned.outputs(o[..., 0], o[..., 1]) for o in (val, test))
+        note = f"interval width x{tuned.spread:.2f}, Student-t df {tuned.df:g} (on validation)"
+        extra = {}
+        if not whole:
+            done, every = _series_count(task, done_test), _series_count(task)
+            extra[SUBSET] = f"{done} of {every} series"
+            note = f"on {done} of {every} series (random; the budget ended); {note}"
         return MethodResult(
             self.name,
             budget.seed,
             seconds=time.perf_counter() - start,
             val_output=val,
             test_output=test,
-            note=f"interval width x{tuned.spread:.2f}, Student-t df {tuned.df:g} (on validation)",
+            note=note,
             fitted=Fitted(classical=tuned),
+            extra=extra,
             **fields,
         )
+
+
+def _series_count(task: ClusteredTask, rows: np.ndarray | None = None) -> int:
+    """How many series the holdout windows `rows` (default all) come from."""
+    ids = _origins(task, "test")[1]
+    return len(np.unique(ids if rows is None else ids[rows]))
 
 
 def classical_seconds(task: ClusteredTask, sample: int = 12, limit: float | None = None) -> float:
@@ -129,6 +151,7 @@ def _classical(
     horizon: int,
     index: np.ndarray | None = None,
     stop=None,
+    partial: bool = False,
 ) -> list[np.ndarray]:
     """A classical member's outputs (model units) on every window of each split in `parts`
     (or on the windows `index` of a single split), fitted on the series' whole history up to
@@ -150,7 +173,7 @@ def _classical(
         sizes.append(len(rows))
     grouped = np.concatenate(series).tolist() if whole else None
     season = np.concatenate(seasons).tolist()
-    loc, spread = ref.forecast(histories, horizon, season, stop, grouped)
+    loc, spread = ref.forecast(histories, horizon, season, stop, grouped, partial)
     scale = np.concatenate(scales)[:, None]
     out = np.stack([loc / scale, spread / scale, np.full_like(loc, NORMAL_DF)], -1)
     return np.split(out, np.cumsum(sizes)[:-1])
@@ -178,4 +201,4 @@ def _origins(task: ClusteredTask, part: str) -> tuple[list | None, np.ndarray, n
     )
 
 
-__all__ = ["DISPLAY", "ClassicalReference", "classical_seconds"]
+__all__ = ["DISPLAY", "MIN_SUBSET_WINDOWS", "SUBSET", "ClassicalReference", "classical_seconds"]

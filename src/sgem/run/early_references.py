@@ -33,16 +33,25 @@ def classical_first(task, space, budget, plan: dict | None, clock: BudgetClock) 
     done, so the budget spends their time first (`budget.deadline`) and never skips them.
     None (they run at the end, if time is left) for other tasks, where the plan found no room
     for them (`plan_run`: the smallest search goes first), or where they ran past twice
-    their estimate (a slow machine must not eat the search's time)."""
+    their estimate (a slow machine must not eat the search's time). Where the plan has them
+    on a subset (too many series for the budget), each costly member gets its share of their
+    time and is scored on the random subset of the series it reaches
+    (`sgem.leaderboard.series_members.SUBSET`)."""
     if not isinstance(space, TimeSeriesSpace):
         return None
     estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
     if estimate == 0.0:
         return None
+    methods = reference_methods(space)
+    subset = bool(plan and plan.get("references_on_a_subset"))
+    refs = []
     until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
     with clock.timed("classical_references"):
-        limited = replace(budget, deadline=until)
-        refs = [m.fit_evaluate(task, limited) for m in reference_methods(space)]
+        for m in methods:
+            if subset and estimate is not None:  # each costly member its share of the time,
+                # scored on the series it reaches in it (seasonal naive: free)
+                until = time.perf_counter() + estimate / max(len(methods) - 1, 1)
+            refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
     return None if any(r.val_output is None for r in refs) else refs
 
 
