@@ -19,7 +19,7 @@ import pytest
 from loader_fuzz import ROWS, Fuzzer, build_bases, format_table, summary
 from loader_fuzz_cases import all_cases, subset
 
-PER_CLASS = 40
+PER_CLASS = 50
 CLI = [sys.executable, "-m", "sgem.cli"]
 
 

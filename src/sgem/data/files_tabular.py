@@ -36,7 +36,9 @@ from .table_missing import (
     drop_missing_target,
     fill_category,
     impute_numbers,
+    is_missing_token,
     learn_imputation,
+    placeholder_tokens,
     policy_of,
     refusal,
     without_placeholders,
@@ -220,6 +222,9 @@ def _onehot(column: pd.Series, spec: dict[str, Any], absent: np.ndarray) -> np.n
     name = spec["name"]
     values = column.astype(str).to_numpy()
     codes = pd.Index(spec["categories"]).get_indexer(values).astype(np.int64)
+    if pd.api.types.is_float_dtype(column):  # codes '1', '2', 'X' at fit, read as 1.0, 2.0
+        whole = column.map(lambda v: str(int(v)) if float(v).is_integer() else str(v))
+        codes = np.where(codes < 0, pd.Index(spec["categories"]).get_indexer(whole), codes)
     codes[absent] = -1
     unseen = (codes < 0) & ~absent
     if unseen.any() and not spec.get("other"):  # (a column with rare categories: said at fit)
@@ -236,6 +241,11 @@ def _onehot(column: pd.Series, spec: dict[str, Any], absent: np.ndarray) -> np.n
 
 def _numbers(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
     values = to_numbers(column)
+    tokens = placeholder_tokens(column, share=1.0) if values is None else []
+    if tokens and all(is_missing_token(t) for t in tokens):  # "?" at predict in a column
+        # that had none at fit: missing, as at fit (a word such as "high" is refused below)
+        note(f"column {spec['name']!r}: its values {tokens} read as missing")
+        values = to_numbers(without_placeholders(column, tokens))
     if values is None:
         raise SgemUserError(
             f"column {spec['name']!r} was numeric in training but holds text here (e.g. "
@@ -367,6 +377,7 @@ def read_table(
         raise SgemUserError(f"{path}: no feature columns besides the target {target!r}")
     frame, placeholders = read_placeholders(frame, features)
     columns = column_specs(frame, features, placeholders)
+    left_out = [c for c in features if c not in source_columns(columns)]
     frame = with_date_parts(frame, columns)
     categorical_columns = [c["name"] for c in columns if c["kind"] == "onehot"]
     if categorical_columns and categorical == "refuse":
@@ -392,6 +403,7 @@ def read_table(
         "missing": missing,
         "columns": columns,
         "feature_names": names,
+        "left_out": left_out,
     }
     return TabularData(x, y, names, task_kind, classes, encoding, target)
 
@@ -428,7 +440,9 @@ def encode_table(table: Any, encoding: dict[str, Any]) -> np.ndarray:
         )
     frame = as_frame(table, names, named=encoding.get("source_format") != "npz")
     fix = "; a column of missing values is imputed" if missing == "impute" else ""
-    frame = select_columns(frame, names, target=encoding.get("target"), fix=fix)
+    frame = select_columns(
+        frame, names, target=encoding.get("target"), fix=fix, known=encoding.get("left_out", [])
+    )
     if len(frame) == 0:
         return np.zeros((0, len(encoding["feature_names"])), dtype=np.float64)
     return _encode_columns(with_date_parts(frame, columns), columns, missing)

@@ -50,7 +50,7 @@ def column_specs(
     specs, left_out = [], []
     for name in features:
         column = frame[name]
-        form = None if _is_numeric(column) else date_format(column)
+        form = None if _is_numeric(column) else date_format(column, name)
         if form is not None:
             specs.extend(date_specs(column, name, form))
             continue

@@ -118,12 +118,17 @@ def as_frame(table: Any, names: list[str], named: bool) -> pd.DataFrame:
 
 
 def select_columns(
-    frame: pd.DataFrame, names: list[str], target: str | None = None, fix: str = ""
+    frame: pd.DataFrame,
+    names: list[str],
+    target: str | None = None,
+    fix: str = "",
+    known: Sequence[str] = (),
 ) -> pd.DataFrame:
     """The columns `names` of `frame`, by name and in that order.
 
     A missing column is refused, naming each one (`fix` adds what else would help); a
-    column the model does not read (other than the target) is ignored with a note.
+    column the model does not read (other than the target and the `known` ones fit left
+    out, with its own note) is ignored with a note.
     """
     absent = [c for c in names if c not in frame.columns]
     if absent:
@@ -135,7 +140,7 @@ def select_columns(
     twice = sorted({c for c in frame.columns[frame.columns.duplicated()] if c in names})
     if twice:
         raise SgemUserError(f"columns {twice} appear more than once in the table; keep one of each")
-    extra = [c for c in frame.columns if c not in names and c != target]
+    extra = [c for c in frame.columns if c not in names and c != target and c not in known]
     if extra:
         note(f"ignored column(s) {extra}: the model reads only its training columns {names}")
     return frame[names]

@@ -24,54 +24,81 @@ from .table_contract import note
 #: the parts every date column gives, in this order (and "hour" where it holds times)
 DATE_PARTS = ("days", "year", "month", "day", "weekday")
 TIME_PART = "hour"
-#: a text column is dates where its first values look like dates and this share of its
-#: values read as dates (the others become missing, with a note)
+#: a text column is dates where this share of its values look like dates and read as dates
+#: (the others become missing, with a note)
 MIN_READ_SHARE = 0.95
-#: numeric day / month / year dates (31/01/2020, 1.2.2012): which comes first is decided
-_NUMERIC_DATE = r"\d{1,2}([/.-])\d{1,2}\1\d{4}"
-#: what a date column's first values must look like: a four-digit year first or last (codes
-#: such as "12-3-45" or versions such as "1.2.3" are not dates)
+#: day / month / year dates written with numbers (31/01/2020, 1.2.2012 13:00): which of day
+#: and month comes first is decided once for the column ("day first" / "month first")
+_NUMERIC_DATE = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{4}"
+#: what a date looks like: a four-digit year first or last (codes such as "12-3-45" or
+#: versions such as "1.2.3" are not dates)
 _DATE_LIKE = r"^\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})"
+ORDERS = ("day first", "month first")
 
 
-def date_format(column: pd.Series) -> str | None:
-    """How `column` reads as dates (a strftime format, "ISO8601" or "mixed"), or None where
-    it is not a column of dates."""
+def date_format(column: pd.Series, name: str = "") -> str | None:
+    """How `column` reads as dates ("day first" / "month first" for numeric day-month
+    dates, else "ISO8601" or pandas' "mixed"; "datetime" for timestamps), or None where it
+    is not a column of dates."""
     if pd.api.types.is_datetime64_any_dtype(column):
         return "datetime"
     if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
         return None
     text = column.dropna().astype(str).str.strip()
-    if text.empty or not text.head(20).str.contains(_DATE_LIKE).all():
+    if text.empty or text.str.contains(_DATE_LIKE).mean() < MIN_READ_SHARE:
         return None
-    candidates = ["ISO8601", "mixed"]
-    if text.str.fullmatch(_NUMERIC_DATE).all():  # the order that reads every value; month
-        sep = next(c for c in "/.-" if c in text.iloc[0])  # first (pandas') where both do
-        candidates = [f"%m{sep}%d{sep}%Y", f"%d{sep}%m{sep}%Y"]
+    numbers = text.str.extract(_NUMERIC_DATE).dropna().astype(int)
+    if len(numbers) >= MIN_READ_SHARE * len(text):
+        candidates = [_order(numbers, name)]
+    else:
+        candidates = ["ISO8601", "mixed"]
     for form in candidates:
-        share = float(_read(text, form).notna().mean())
-        if share >= MIN_READ_SHARE:
+        if _read(text, form).notna().mean() >= MIN_READ_SHARE:
             return form
     return None
 
 
-def parse_dates(column: pd.Series, form: str) -> pd.Series:
+def _order(numbers: pd.DataFrame, name: str) -> str:
+    """Day first or month first, whichever more of the dates' two numbers say (a first
+    number above 12 is a day); month first, with a note, where none says."""
+    day_first = int((numbers[0] > 12).sum())
+    month_first = int((numbers[1] > 12).sum())
+    if day_first == month_first == 0:
+        note(
+            f"column {name!r}: no day above 12 tells whether dates such as "
+            f"{numbers.iloc[0, 0]:02d}/{numbers.iloc[0, 1]:02d} are day or month first; read "
+            "month first (write ISO dates, 2020-01-31, to leave no doubt)"
+        )
+    return "day first" if day_first > month_first else "month first"
+
+
+def parse_dates(column: pd.Series, form: str, name: str = "") -> pd.Series:
     """`column` as naive timestamps (UTC where it carries offsets), NaT where missing or
-    unreadable."""
+    unreadable. Text is read in the column's `form`, and what that misses in ISO 8601 (a
+    file that writes its dates otherwise at predict); text given to a model fitted on
+    timestamps is read in the form the text itself shows."""
     if pd.api.types.is_datetime64_any_dtype(column):  # a DataFrame's own timestamps
-        times = pd.Series(column)
-    else:
-        text = column.astype("string").str.strip()
-        times = _read(text, form if form != "datetime" else "mixed")
+        return _naive(pd.Series(column))
+    text = column.astype("string").str.strip()
+    if form == "datetime":
+        form = date_format(column, name) or "mixed"
+    times = _naive(_read(text, form))
+    missed = times.isna() & text.notna()
+    if missed.any() and form != "ISO8601":
+        times[missed] = _naive(_read(text[missed], "ISO8601"))
+    return times
+
+
+def _naive(times: pd.Series) -> pd.Series:
     if getattr(times.dt, "tz", None) is not None:
         times = times.dt.tz_convert("UTC").dt.tz_localize(None)
-    return times
+    return times.astype("datetime64[ns]")
 
 
 def date_specs(column: pd.Series, name: str, form: str) -> list[dict[str, Any]]:
     """The numeric specs of a date column's parts, with a note saying what became of it."""
     parts = list(DATE_PARTS)
-    if (parse_dates(column, form).dropna().dt.hour != 0).any():
+    if (parse_dates(column, form, name).dropna().dt.hour != 0).any():
         parts.append(TIME_PART)
     note(f"column {name!r}: dates, used as {', '.join(parts)} (days since 1970)")
     return [
@@ -103,7 +130,7 @@ def with_date_parts(frame: pd.DataFrame, columns: list[dict[str, Any]]) -> pd.Da
     for spec in dated:
         source = spec["date_of"]
         if source not in parsed:
-            parsed[source] = parse_dates(frame[source], spec["date_format"])
+            parsed[source] = parse_dates(frame[source], spec["date_format"], source)
             _say_unread(frame[source], parsed[source], source)
         parts[spec["name"]] = _part(parsed[source], spec["part"])
     return frame.assign(**parts)
@@ -132,11 +159,14 @@ def _part(times: pd.Series, part: str) -> np.ndarray:
 
 
 def _read(text: pd.Series, form: str) -> pd.Series:
+    """`text` read as `form` ("day first" / "month first": pandas' mixed reading with that
+    order for every value; else a pandas format), NaT where it does not read."""
     utc = bool(text.str.contains(r"(?:[+-]\d{2}:?\d{2}|Z)$").any())
+    order = {"format": "mixed", "dayfirst": form == "day first"} if form in ORDERS else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pandas' advice on formats
         try:
-            return pd.to_datetime(text, format=form, errors="coerce", utc=utc)
+            return pd.to_datetime(text, errors="coerce", utc=utc, **({"format": form} | order))
         except (ValueError, TypeError):
             return pd.Series(pd.NaT, index=text.index, dtype="datetime64[ns]")
 

@@ -36,13 +36,13 @@ INDICATOR_SUFFIX = ":missing"
 #: a text column is numbers with placeholders where its non-numeric values are at most this
 #: share of its values, at most `MAX_PLACEHOLDERS` distinct tokens of at most 4 characters
 #: without a digit ("?", "NA", "-", "null"; "1,234" is a number written otherwise)
-PLACEHOLDER_SHARE = 0.05
+PLACEHOLDER_SHARE = 0.3
 MAX_PLACEHOLDERS = 3
 
 
-def placeholder_tokens(column: pd.Series) -> list[str]:
-    """The placeholder tokens of a mostly numeric text column (see `PLACEHOLDER_SHARE`),
-    or [] for a numeric column or real text."""
+def placeholder_tokens(column: pd.Series, share: float = PLACEHOLDER_SHARE) -> list[str]:
+    """The placeholder tokens of a mostly numeric text column (at most `share` of its
+    values), or [] for a numeric column or real text."""
     if column.dtype != object and not pd.api.types.is_string_dtype(column):
         return []
     text = column.dropna().astype(str).str.strip()
@@ -50,8 +50,19 @@ def placeholder_tokens(column: pd.Series) -> list[str]:
     tokens = sorted(set(bad))
     short = all(len(t) <= 4 and not any(ch.isdigit() for ch in t) for t in tokens)
     if tokens and short and len(tokens) <= MAX_PLACEHOLDERS:
-        return tokens if len(bad) <= PLACEHOLDER_SHARE * len(text) else []
+        return tokens if len(bad) <= share * len(text) else []
     return []
+
+
+#: words that mean "missing" wherever they appear (beside tokens of punctuation alone)
+MISSING_WORDS = ("na", "n/a", "nan", "null", "none", "nil", "missing")
+
+
+def is_missing_token(token: str) -> bool:
+    """Whether a token means "missing" by itself ("?", "-", "NA", "null"; not "high"): a
+    numeric column's new token at predict, where no share of rows can tell."""
+    t = token.strip().lower()
+    return t in MISSING_WORDS or not any(ch.isalnum() for ch in t)
 
 
 def without_placeholders(column: pd.Series, tokens: list[str]) -> pd.Series:

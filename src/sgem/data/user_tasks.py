@@ -37,8 +37,9 @@ def default_val_fraction(n_samples: int) -> float:
 def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     """Classification or regression on a CSV / Parquet / NPZ table: features encoded
     (one-hot for categories), standardised per feature with the train + validation
-    statistics (never the test rows'), clustered by k-means. Regression targets are
-    standardised too and modelled by a Student-t (the space's `head: student_t`).
+    statistics (never the test rows'; 0 / 1 columns stay 0 / 1), clustered by k-means.
+    Regression targets are standardised too and modelled by a Student-t (the space's
+    `head: student_t`).
     Missing feature values are imputed with statistics of the train + validation rows too
     (`cfg["missing"]`, default "impute"; "error" refuses them; `sgem.data.table_missing`)."""
     from .files import read_table
@@ -63,6 +64,10 @@ def table_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     mean = data.x[rest].astype(np.float64).mean(0)
     std = data.x[rest].astype(np.float64).std(0)
     std = np.where(std > 1e-12, std, 1.0)
+    # 0 / 1 columns (one-hot categories, booleans, missing indicators) stay 0 / 1: standardised,
+    # a category on 1 row in 600 read 24, and a cell with a square op predicted 434 for 101
+    binary = np.isin(data.x[rest], (0.0, 1.0)).all(0)
+    mean, std = np.where(binary, 0.0, mean), np.where(binary, 1.0, std)
 
     def scaled(idx: np.ndarray) -> np.ndarray:
         return ((data.x[idx] - mean) / std).astype(np.float32)

@@ -226,6 +226,9 @@ def check_encoding(encoding: Any, file: Path) -> None:
     for key in ("target", "source_format"):
         if encoding.get(key) is not None and not isinstance(encoding[key], str):
             raise bad(file, f"info.encoding.{key} must be a string")
+    left_out = encoding.get("left_out", [])
+    if not isinstance(left_out, list) or not all(isinstance(c, str) for c in left_out):
+        raise bad(file, "info.encoding.left_out must list column names")
     if encoding.get("feature_names") != _feature_names(columns):
         raise bad(file, "info.encoding.feature_names do not follow from its columns")
 

@@ -186,11 +186,17 @@ class SgemModel:
         if self.is_classifier:
             best = out if mix is None else torch.as_tensor(mix.proba(out.double().numpy(), x_model))
             idx = best.argmax(1).numpy()
-            return np.asarray(self.classes, dtype=object)[idx] if self.spec.classes else idx
+            return np.asarray(self.classes)[idx] if self.spec.classes else idx
+        return self._point(out.double().numpy(), x_model)
+
+    def _point(self, raw: np.ndarray, x_model: np.ndarray) -> np.ndarray:
+        """A regression's prediction from its raw outputs: the Student-t location, or the
+        combination's median, in the target's units, kept inside its training support."""
+        mix = self.combination
         if mix is not None:  # the mixture's median
-            median = mix.quantiles(out.double().numpy(), x_model, (0.5,))[0.5]
+            median = mix.quantiles(raw, x_model, (0.5,))[0.5]
             return clip_to_support(self._unscale_target(median), self.calibration.get("support"))
-        point = self._unscale_target(out[..., 0].numpy()).reshape(len(out), -1).squeeze(1)
+        point = self._unscale_target(raw[..., 0]).reshape(len(raw), -1).squeeze(1)
         return clip_to_support(point, self.calibration.get("support"))
 
     def predict_quantiles(
@@ -332,10 +338,11 @@ class SgemModel:
         target = info.get("target_standardisation")
         if target and not self.is_classifier:  # a table's regression: the target's units
             scores |= in_target_units(scores, raw, y, float(target["std"]))
-            if mix is not None:  # the MAE of what `predict` gives: the mixture's median
-                median = mix.quantiles(raw, x_model, (0.5,))[0.5]
-                err = median - np.asarray(y, dtype=np.float64).reshape(median.shape)
-                scores["test_mae"] = float(np.mean(np.abs(err))) * float(target["std"])
+            # RMSE and MAE of what `predict` gives (the combination's median, clipped)
+            truth = np.asarray(y, np.float64).reshape(len(y)) * target["std"] + target["mean"]
+            err = self._point(raw, x_model) - truth
+            scores["test_rmse"] = float(np.sqrt(np.mean(err**2)))
+            scores["test_mae"] = float(np.mean(np.abs(err)))
         return scores | self._calibration_scores(raw, np.asarray(y), cluster, x, x_model)
 
     def _calibration_scores(
