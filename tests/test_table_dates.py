@@ -216,6 +216,9 @@ def test_placeholders_codes_and_left_out_columns_at_predict() -> None:
     said = " | ".join(str(w.message) for w in caught)
     assert "'income': its values ['?'] read as missing" in said and "ignored" not in said
     assert "not seen in training" not in said
+    income = data.feature_names.index("income")
+    spec = next(c for c in data.encoding["columns"] if c["name"] == "income")
+    assert x[0, income] == spec["median"]  # imputed, not NaN
     zone = [data.feature_names.index(f"zone={z}") for z in ("1", "2")]
     assert x[0, zone].tolist() == [1.0, 0.0] and x[1, zone].tolist() == [0.0, 1.0]
 

@@ -273,6 +273,10 @@ def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]], missing:
             blocks.append(block)
             continue
         values = _numbers(column, spec)
+        if np.isnan(values).sum() > absent.sum():  # placeholders met at predict: missing too
+            absent = np.isnan(values)
+            if missing != "impute":
+                bad[spec["name"]] = absent
         infinite = np.isinf(values)
         if infinite.any():
             bad[spec["name"]] = infinite | bad.get(spec["name"], False)
