@@ -383,7 +383,8 @@ def _stages(
         )
     timing["calibration"] = calibration.seconds
     t0 = time.perf_counter()
-    result = result_json(task, found, final, seed, time.perf_counter() - start)
+    with clock.timed("scoring"):  # the searched MoE's holdout scores for result.json
+        result = result_json(task, found, final, seed, time.perf_counter() - start)
     result |= calibration.result_fields()
     if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
         result |= target_units(task, final)
@@ -400,31 +401,32 @@ def _stages(
         )
         result["time_budget"]["final_stage_cut_at_fence"] = final_cut
         result["time_budget"]["references_skipped"] = references_skipped
-    save_final_moe(
-        rundir.file(MODEL_DIR),
-        task,
-        space,
-        shipped.moe,
-        trainer.n_out,
-        metrics=shipped_metrics(result, shipped, task, contest.combination),
-        members=contest.combination[2] if contest.combination else None,
-        info={
-            "seed": seed,
-            "method": "sgem",
-            "crps_samples": cfg.crps_samples,
-            "torch_threads": cfg.torch_threads,
-            "encoding": task.meta.get("encoding"),
-            "target_standardisation": task.meta.get("target_standardisation"),
-            "target": task.meta.get("target"),
-            "freq": task.meta.get("freq"),
-            "series_columns": task.meta.get("series_columns"),
-            # one network of each expert's cell on all clusters, same test samples
-            "reference_networks_test": result.get("global_networks_test"),
-            "calibration": calibration.state,
-            "leaderboard": contest.report,
-            "combination": contest.combination[1] if contest.combination else None,
-        },
-    )
+    with clock.timed("saving"):
+        save_final_moe(
+            rundir.file(MODEL_DIR),
+            task,
+            space,
+            shipped.moe,
+            trainer.n_out,
+            metrics=shipped_metrics(result, shipped, task, contest.combination),
+            members=contest.combination[2] if contest.combination else None,
+            info={
+                "seed": seed,
+                "method": "sgem",
+                "crps_samples": cfg.crps_samples,
+                "torch_threads": cfg.torch_threads,
+                "encoding": task.meta.get("encoding"),
+                "target_standardisation": task.meta.get("target_standardisation"),
+                "target": task.meta.get("target"),
+                "freq": task.meta.get("freq"),
+                "series_columns": task.meta.get("series_columns"),
+                # one network of each expert's cell on all clusters, same test samples
+                "reference_networks_test": result.get("global_networks_test"),
+                "calibration": calibration.state,
+                "leaderboard": contest.report,
+                "combination": contest.combination[1] if contest.combination else None,
+            },
+        )
     result["model"] = MODEL_DIR
     from ..report.figures import draw_run_figures  # matplotlib only once a run has finished
 
