@@ -234,3 +234,29 @@ def test_predicted_labels_keep_the_targets_dtype(tmp_path) -> None:
         model = sgem.fit(frame, target="y", out=tmp_path / "run", progress=False, config=TINY)
         labels = model.predict(frame.drop(columns="y"))
     assert labels.dtype.kind == "i"
+
+
+def test_onnx_feeds_read_a_placeholder_as_predict_does(tmp_path) -> None:
+    """'?' in a numeric column is a missing value in the graph's inputs too (NaN, which the
+    graph imputes), and a column of words is refused by its name."""
+    from sgem.export.feeds import onnx_feeds
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableWarning)
+        sgem.fit(
+            _frame(300),
+            target="y",
+            out=tmp_path / "run",
+            progress=False,
+            config=TINY,
+            combine=False,
+        )
+        model = sgem.load(tmp_path / "run")
+        new = _frame(3).drop(columns=["y", "id"]).astype({"x": object})
+        new.loc[1, "x"] = "?"
+        feeds = onnx_feeds(model, new)
+    x = feeds["x"][:, -1]  # (the date's parts first, then x)
+    assert np.isnan(x[1]) and np.isfinite(x[[0, 2]]).all()
+    new.loc[1, "x"] = "high"
+    with pytest.raises(SgemUserError, match=r"'x' was numeric in training.*\(e.g. 'high'\)"):
+        onnx_feeds(model, new)

@@ -239,6 +239,22 @@ def _onehot(column: pd.Series, spec: dict[str, Any], absent: np.ndarray) -> np.n
     return block
 
 
+def numbers_of(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
+    """A numeric feature column as float64, NaN where missing: its placeholder tokens, and
+    ones that mean missing met at predict, read as missing as `encode_table` reads them
+    (`sgem.export.feeds` builds an exported graph's inputs with it)."""
+    if spec.get("placeholders"):
+        column = without_placeholders(column, spec["placeholders"])
+    return _numbers(column, spec)
+
+
+def _first_text(column: pd.Series) -> Any:
+    """The first value of `column` that is not a number (for messages)."""
+    present = column.dropna()
+    text = present[pd.to_numeric(present.astype(str), errors="coerce").isna()]
+    return text.iloc[0] if len(text) else present.iloc[0]
+
+
 def _numbers(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
     values = to_numbers(column)
     tokens = placeholder_tokens(column, share=1.0) if values is None else []
@@ -249,7 +265,7 @@ def _numbers(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
     if values is None:
         raise SgemUserError(
             f"column {spec['name']!r} was numeric in training but holds text here (e.g. "
-            f"{column.dropna().iloc[0]!r}); fix the column's values"
+            f"{_first_text(column)!r}); fix the column's values"
         )
     return np.array(values, dtype=np.float64)  # a copy: imputation writes into it
 
@@ -457,6 +473,7 @@ __all__ = [
     "MAX_CATEGORIES",
     "TabularData",
     "encode_table",
+    "numbers_of",
     "read_frame",
     "read_table",
 ]

@@ -39,6 +39,7 @@ def onnx_feeds(model: SgemModel, x: Any) -> dict[str, np.ndarray]:
     fitted column order) or series (a list of 1-D histories, or a 2-D array)."""
     if kind_of(model) == "forecaster":
         return {"history": _history_matrix(x)}
+    from ..data.files_tabular import numbers_of
     from ..data.table_contract import as_frame, is_named, select_columns, to_numbers
     from ..data.table_dates import source_columns, with_date_parts
 
@@ -52,10 +53,13 @@ def onnx_feeds(model: SgemModel, x: Any) -> dict[str, np.ndarray]:
     columns = model.spec.info.get("encoding", {}).get("columns", [])
     names = source_columns(columns) or numeric + [c["name"] for c in categorical]
     frame = with_date_parts(select_columns(as_frame(x, names, named=True), names), columns)
-    converted = [to_numbers(frame[c]) for c in numeric]
-    cols = [c for c in converted if c is not None]
-    if len(cols) != len(converted):
-        raise SgemUserError(f"the numeric columns {numeric} must hold numbers")
+    specs = {c["name"]: c for c in columns}
+    cols = []
+    for name in numeric:  # read as predict reads them ("?" missing), else refused by name
+        values = numbers_of(frame[name], specs[name]) if name in specs else to_numbers(frame[name])
+        if values is None:
+            raise SgemUserError(f"the numeric column {name!r} must hold numbers")
+        cols.append(values)
     feeds = {"x": np.column_stack(cols).astype(np.float64) if cols else np.zeros((len(frame), 0))}
     if categorical:
         text = np.empty((len(frame), len(categorical)), dtype=object)
