@@ -149,22 +149,24 @@ def test_a_model_fitted_on_dates_predicts_from_dates(tmp_path) -> None:
     assert proba.shape == (20, 2) and np.isfinite(proba).all()
 
 
-def test_a_date_model_exports_with_its_parts_as_numeric_inputs(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def date_model(tmp_path_factory):
+    """A model fitted on dates and numbers, saved without a combination (ONNX exports it)."""
+    out = tmp_path_factory.mktemp("dates") / "run"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableWarning)
+        sgem.fit(_frame(400), target="y", out=out, progress=False, config=TINY, combine=False)
+    return sgem.load(out)
+
+
+def test_a_date_model_exports_with_its_parts_as_numeric_inputs(date_model, tmp_path) -> None:
     pytest.importorskip("onnxruntime")
     from sgem.export import export_onnx
     from sgem.export.feeds import parity
 
+    model = date_model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TableWarning)
-        sgem.fit(
-            _frame(400),
-            target="y",
-            out=tmp_path / "run",
-            progress=False,
-            config=TINY,
-            combine=False,
-        )
-        model = sgem.load(tmp_path / "run")
         export_onnx(model, tmp_path / "m.onnx")
         diffs = parity(model, tmp_path / "m.onnx", _frame(30).drop(columns=["y", "id"]))
     assert max(diffs.values()) <= 1e-4, diffs
@@ -236,22 +238,14 @@ def test_predicted_labels_keep_the_targets_dtype(tmp_path) -> None:
     assert labels.dtype.kind == "i"
 
 
-def test_onnx_feeds_read_a_placeholder_as_predict_does(tmp_path) -> None:
+def test_onnx_feeds_read_a_placeholder_as_predict_does(date_model) -> None:
     """'?' in a numeric column is a missing value in the graph's inputs too (NaN, which the
     graph imputes), and a column of words is refused by its name."""
     from sgem.export.feeds import onnx_feeds
 
+    model = date_model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TableWarning)
-        sgem.fit(
-            _frame(300),
-            target="y",
-            out=tmp_path / "run",
-            progress=False,
-            config=TINY,
-            combine=False,
-        )
-        model = sgem.load(tmp_path / "run")
         new = _frame(3).drop(columns=["y", "id"]).astype({"x": object})
         new.loc[1, "x"] = "?"
         feeds = onnx_feeds(model, new)
