@@ -17,7 +17,7 @@ from test_fit import TINY
 import sgem
 from sgem.data.files import encode_table, read_table
 from sgem.data.table_contract import TableWarning
-from sgem.data.table_dates import date_format
+from sgem.data.table_dates import date_format, parse_dates
 from sgem.errors import SgemUserError
 
 
@@ -81,6 +81,10 @@ def test_day_first_dates_are_read_day_first_at_fit_and_at_predict() -> None:
     assert date_format(pd.Series(["12-3-45", "11-4-46"])) is None  # codes, not dates
     assert date_format(pd.Series(["1.2.3", "1.10.2"])) is None  # versions
     assert date_format(pd.Series(["2020-01-05 13:30", "2021-02-01"])) == "ISO8601"
+    named = pd.Series(["Jan 31, 2020", "31-Jan-2020", "Feb 2 2021"])
+    assert date_format(named) == "mixed"
+    assert parse_dates(named, "mixed").dt.month.tolist() == [1, 1, 2]
+    assert date_format(pd.Series(["Mr Smith 12, 2020", "red"])) is None
     frame = pd.DataFrame({"when": text, "x": [1.0, 2.0, 3.0], "y": [0.0, 1.0, 2.0]})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TableWarning)

@@ -30,9 +30,12 @@ MIN_READ_SHARE = 0.95
 #: day / month / year dates written with numbers (31/01/2020, 1.2.2012 13:00): which of day
 #: and month comes first is decided once for the column ("day first" / "month first")
 _NUMERIC_DATE = r"^\s*(\d{1,2})[/.-](\d{1,2})[/.-]\d{4}"
-#: what a date looks like: a four-digit year first or last (codes such as "12-3-45" or
-#: versions such as "1.2.3" are not dates)
-_DATE_LIKE = r"^\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4})"
+#: what a date looks like: a four-digit year first or last, with the month as a number or
+#: a name (codes such as "12-3-45" or versions such as "1.2.3" are not dates)
+_DATE_LIKE = (
+    r"^\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}"
+    r"|[A-Za-z]{3,9}\.? \d{1,2},? \d{4}|\d{1,2}[- ][A-Za-z]{3,9}\.?[- ]\d{4})"  # Jan 31, 2020
+)
 ORDERS = ("day first", "month first")
 
 
