@@ -222,7 +222,8 @@ def _onehot(column: pd.Series, spec: dict[str, Any], absent: np.ndarray) -> np.n
     name = spec["name"]
     values = column.astype(str).to_numpy()
     codes = pd.Index(spec["categories"]).get_indexer(values).astype(np.int64)
-    if pd.api.types.is_float_dtype(column):  # codes '1', '2', 'X' at fit, read as 1.0, 2.0
+    if (codes < 0).any() and pd.api.types.is_float_dtype(column):  # codes '1', 'X' at fit,
+        # read as 1.0 here
         whole = column.map(lambda v: str(int(v)) if float(v).is_integer() else str(v))
         codes = np.where(codes < 0, pd.Index(spec["categories"]).get_indexer(whole), codes)
     codes[absent] = -1
@@ -277,22 +278,19 @@ def _encode_columns(frame: pd.DataFrame, columns: list[dict[str, Any]], missing:
     bad: dict[str, np.ndarray] = {}
     for spec in columns:
         column = frame[spec["name"]]
-        if spec.get("placeholders"):  # "?" and the like: missing, as at fit
-            column = without_placeholders(column, spec["placeholders"])
-        absent = column.isna().to_numpy()
-        if absent.any() and missing != "impute":
-            bad[spec["name"]] = absent
         if spec["kind"] == "onehot":
+            absent = column.isna().to_numpy()
+            if absent.any() and missing != "impute":
+                bad[spec["name"]] = absent
             block = _onehot(column, spec, absent)
             if absent.any() and missing == "impute":
                 fill_category(block, absent, spec)
             blocks.append(block)
             continue
-        values = _numbers(column, spec)
-        if np.isnan(values).sum() > absent.sum():  # placeholders met at predict: missing too
-            absent = np.isnan(values)
-            if missing != "impute":
-                bad[spec["name"]] = absent
+        values = numbers_of(column, spec)  # placeholders, at fit or met here: missing too
+        absent = np.isnan(values)
+        if absent.any() and missing != "impute":
+            bad[spec["name"]] = absent
         infinite = np.isinf(values)
         if infinite.any():
             bad[spec["name"]] = infinite | bad.get(spec["name"], False)

@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import SgemUserError
 from .table_contract import is_numeric as _is_numeric
 from .table_contract import note
-from .table_dates import date_format, date_specs
+from .table_dates import date_specs
 from .table_missing import placeholder_tokens, without_placeholders
 
 #: a categorical feature one-hot encodes at most this many categories (its commonest)
@@ -50,9 +50,9 @@ def column_specs(
     specs, left_out = [], []
     for name in features:
         column = frame[name]
-        form = None if _is_numeric(column) else date_format(column, name)
-        if form is not None:
-            specs.extend(date_specs(column, name, form))
+        dated = None if _is_numeric(column) else date_specs(column, name)
+        if dated is not None:
+            specs.extend(dated)
             continue
         spec = _column_spec(column, name)
         if isinstance(spec, str):

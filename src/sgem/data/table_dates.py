@@ -43,8 +43,14 @@ def date_format(column: pd.Series, name: str = "") -> str | None:
     """How `column` reads as dates ("day first" / "month first" for numeric day-month
     dates, else "ISO8601" or pandas' "mixed"; "datetime" for timestamps), or None where it
     is not a column of dates."""
+    reading = _reading(column, name)
+    return None if reading is None else reading[0]
+
+
+def _reading(column: pd.Series, name: str) -> tuple[str, pd.Series] | None:
+    """(`date_format`, the column's present values read in it), or None."""
     if pd.api.types.is_datetime64_any_dtype(column):
-        return "datetime"
+        return "datetime", column.dropna()
     if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
         return None
     text = column.dropna().astype(str).str.strip()
@@ -56,8 +62,9 @@ def date_format(column: pd.Series, name: str = "") -> str | None:
     else:
         candidates = ["ISO8601", "mixed"]
     for form in candidates:
-        if _read(text, form).notna().mean() >= MIN_READ_SHARE:
-            return form
+        times = _read(text, form)
+        if times.notna().mean() >= MIN_READ_SHARE:
+            return form, times
     return None
 
 
@@ -98,10 +105,15 @@ def _naive(times: pd.Series) -> pd.Series:
     return times.astype("datetime64[ns]")
 
 
-def date_specs(column: pd.Series, name: str, form: str) -> list[dict[str, Any]]:
-    """The numeric specs of a date column's parts, with a note saying what became of it."""
+def date_specs(column: pd.Series, name: str) -> list[dict[str, Any]] | None:
+    """The numeric specs of a date column's parts, with a note saying what became of it;
+    None where `column` is not dates."""
+    reading = _reading(column, name)
+    if reading is None:
+        return None
+    form, times = reading
     parts = list(DATE_PARTS)
-    if (parse_dates(column, form, name).dropna().dt.hour != 0).any():
+    if (_naive(times).dropna().dt.hour != 0).any():
         parts.append(TIME_PART)
     note(f"column {name!r}: dates, used as {', '.join(parts)} (days since 1970)")
     return [

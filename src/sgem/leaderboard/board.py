@@ -31,6 +31,7 @@ from ..moe.combination import (
     sample_nll,
 )
 from ..moe.scoring import method_scores
+from .series_members import SUBSET
 
 #: greedy ensemble selection: rounds (the weights' resolution is 1 / ROUNDS)
 ROUNDS = 25
@@ -119,8 +120,8 @@ def rows(
             on = scored(m.test_output)
             holdout = task.test if on.all() else task.test.subset(np.flatnonzero(on))
             row["holdout"] = scores(m.test_output[on], holdout, task, seed, crps_samples)
-        if m.extra.get("subset"):
-            row["subset"] = m.extra["subset"]
+        if m.extra.get(SUBSET):
+            row["subset"] = m.extra[SUBSET]
         if m.note:
             row["note"] = m.note
         out.append(row)

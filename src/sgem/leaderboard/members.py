@@ -111,6 +111,14 @@ def _predict(trainer: Trainer, net: nn.Module, split: Split) -> np.ndarray:
     return trainer.predict(net.eval(), x).double().cpu().numpy()
 
 
+def _final_steps(budget: MethodBudget, trainer: Trainer, n: int) -> int:
+    """The optimiser steps of a network trained on `n` samples as the final experts train:
+    `budget.final_steps`, or `budget.final_epochs` passes."""
+    if budget.final_epochs is None:
+        return budget.final_steps
+    return steps_for_epochs(n, budget.final_epochs, trainer.config.batch_size)
+
+
 class GlobalNetwork:
     """One network of `cell` on every cluster: `budget.final_steps` (or
     `budget.final_epochs` passes, as the final experts train) on the training split, scored
@@ -126,12 +134,9 @@ class GlobalNetwork:
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         trainer = budget.trainer(task, self.name)
-        steps, epochs = budget.final_steps, budget.final_epochs
 
         def length(n: int) -> int:
-            return (
-                steps if epochs is None else steps_for_epochs(n, epochs, trainer.config.batch_size)
-            )
+            return _final_steps(budget, trainer, n)
 
         start = time.perf_counter()
         if fence_passed():
@@ -142,10 +147,14 @@ class GlobalNetwork:
         seed = job_seed(budget.seed, cell, every)
         x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=dev)
         y_tr = torch.as_tensor(task.train.y, device=dev)
-        net = trainer.fit(cell, x_tr, y_tr, seed=seed, steps=length(len(x_tr)))
+        net = trainer.fit(
+            cell, x_tr, y_tr, seed=seed, steps=_final_steps(budget, trainer, len(x_tr))
+        )
         val = _predict(trainer, net, task.val)
         x_all, y_all = train_val_tensors(task, dev)
-        net = trainer.fit(cell, x_all, y_all, seed=seed, steps=length(len(x_all)))
+        net = trainer.fit(
+            cell, x_all, y_all, seed=seed, steps=_final_steps(budget, trainer, len(x_all))
+        )
         cut = fence_passed()
         return self._result(
             budget,
@@ -192,12 +201,10 @@ def network_out_of_fold(
         if fence_passed():
             return None
         fit = torch.as_tensor(np.setdiff1d(np.arange(n), score), device=trainer.device)
-        steps = budget.final_steps
-        if budget.final_epochs is not None:
-            steps = steps_for_epochs(len(fit), budget.final_epochs, trainer.config.batch_size)
-        net = trainer.fit(cell, x[fit], y[fit], seed=seed, steps=steps)
-        held = Split(joined.x[score], joined.y[score], joined.cluster[score])
-        part = _predict(trainer, net, held)
+        net = trainer.fit(
+            cell, x[fit], y[fit], seed=seed, steps=_final_steps(budget, trainer, len(fit))
+        )
+        part = _predict(trainer, net, joined.subset(score))
         if out is None:
             out = np.zeros((n, *part.shape[1:]))
         out[score] = part
