@@ -324,6 +324,39 @@ def test_a_search_past_its_deadline_says_so(caplog):
     assert "after 0 of 3 iterations" in caplog.text and "initial design alone" in caplog.text
 
 
+def test_a_budgeted_search_runs_on_to_its_cap_while_the_deadline_allows(caplog):
+    """The planned count (config.n_iterations) is where a pilot expected the time to end; a
+    search that is faster runs on to `iteration_cap`, and ending there is no cut."""
+    import logging
+    import time
+
+    from sgem.data import make_toy_task
+    from sgem.search import SGEM
+    from sgem.space import TabularSpace
+    from sgem.train import TrainConfig
+
+    cfg = SearchConfig(
+        n_iterations=1,
+        n_init=8,
+        pool_size=20,
+        mc_masks=2,
+        routing_steps=5,
+        refit_budget=0,
+        final_candidates=1,
+        train=TrainConfig(steps=20),
+    )
+    task = make_toy_task(0)
+    search = SGEM(TabularSpace(), cfg, seed=0, progress=False)
+    with caplog.at_level(logging.WARNING, logger="sgem.search.sgem"):
+        result = search.fit(task, deadline=time.perf_counter() + 600, iteration_cap=3)
+    assert result.selection["iterations_run"] == 3 and len(result.trace) == 3
+    assert "stopped_at_deadline_after_iteration" not in result.selection
+    assert "deadline" not in caplog.text
+    # without a deadline the cap is not used: the configured count is the search
+    plain = SGEM(TabularSpace(), cfg, seed=0, progress=False).fit(task, iteration_cap=3)
+    assert plain.selection["iterations_run"] == 1
+
+
 def test_budget_prices_and_reduces_the_norefit_lengths() -> None:
     """Keeping the tracked networks (no refit) costs less than refitting them, and a short
     budget steps down from warm starts to scratch to a fixed length in that family too."""

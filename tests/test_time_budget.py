@@ -156,6 +156,9 @@ def test_a_fit_done_early_says_why(table, tmp_path) -> None:
     )
     why = model.result["time_budget"]["why_it_ended"]
     assert why.startswith("done early") and "search.n_iterations" in why
+    # the plan's one iteration ran fast: the search ran on to twice the configured count
+    assert model.result["time_budget"]["iteration_cap"] == 2
+    assert model.result["selection"]["iterations_run"] == 2 and "all 2 EM" in why
 
 
 def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:

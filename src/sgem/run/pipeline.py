@@ -304,6 +304,7 @@ def _stages(
             store=store,
             executor=executor,
             resume=resume,
+            iteration_cap=(plan or {}).get("iteration_cap"),
         )
         protocol = method.protocol(budget)
         try:
@@ -452,7 +453,7 @@ def _stages(
     result["wall_seconds"] = round(clock.elapsed(), 3)
     result["clock"] = clock.report()
     if plan is not None:
-        result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg, cfg.search)
+        result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg)
     rundir.write_result(result)
     return result
 

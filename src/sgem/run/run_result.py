@@ -17,10 +17,10 @@ from .budget_clock import BudgetClock
 from .rundir import versions
 
 
-def why_it_ended(result: dict, clock: BudgetClock, planned, configured) -> str:
+def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
     """One sentence on how a budgeted fit used its budget (a user asks when it returns
-    well before the budget, or exactly at it). `planned` / `configured`: the search
-    config the budget plan ran and the one the run config asked for."""
+    well before the budget, or exactly at it). `planned`: the search config the budget
+    plan ran."""
     budget = float(clock.budget or 0.0)
     wall = clock.elapsed()
     plan = result["time_budget"]
@@ -34,16 +34,18 @@ def why_it_ended(result: dict, clock: BudgetClock, planned, configured) -> str:
     if plan.get("final_stage_cut_at_fence"):
         return "the budget ran out during the final stage: some final trainings were cut short"
     if wall < 0.8 * budget:
-        ran = planned.n_iterations
-        if ran < configured.n_iterations:
+        ran = (result.get("selection") or {}).get("iterations_run", planned.n_iterations)
+        cap = max(plan.get("iteration_cap") or planned.n_iterations, planned.n_iterations)
+        allowed = ("twice " if plan.get("iteration_cap") else "") + "search.n_iterations"
+        if ran < cap:
             return (
-                f"done early ({wall:.0f} s of {budget:.0f} s): the plan, from a pilot "
-                f"training, expected {ran} of the {configured.n_iterations} configured EM "
-                "iterations to fill the budget, and they took less"
+                f"done early ({wall:.0f} s of {budget:.0f} s): the search ran {ran} EM "
+                "iterations up to its deadline, which kept the time a pilot training "
+                "predicted for the final stage, and the final stage took less"
             )
         return (
-            f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all {ran} of its "
-            "configured EM iterations (search.n_iterations, --config) and the final stage "
+            f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all {ran} EM "
+            f"iterations a budget allows ({allowed}, --config) and the final stage "
             "finished; more iterations would use the rest"
         )
     return f"the planned search and final stage finished within the budget ({wall:.0f} s)"

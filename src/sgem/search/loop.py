@@ -64,6 +64,7 @@ class Search(Protocol):
     seed: int
     progress: bool
     deadline: float | None
+    iteration_cap: int | None
     listener: Callable[[str, dict], None]
     store_: ObservationStore
     ledger_: Ledger
@@ -104,9 +105,12 @@ class SearchLoop:
 
     def run(
         self, t_done: int, logits: np.ndarray, archs: list[Arch], in_flight: list[dict]
-    ) -> tuple[np.ndarray, list[Arch], int | None]:
-        """Returns the final logits and incumbents (all batches collected), and the last
-        iteration done if the deadline stopped the loop early. `in_flight`: a checkpoint's
+    ) -> tuple[np.ndarray, list[Arch], int, bool]:
+        """Returns the final logits and incumbents (all batches collected), the last
+        iteration done, and whether the deadline stopped the loop. With a deadline the loop
+        runs on past `config.n_iterations` up to `search.iteration_cap` while the deadline
+        allows another step (a time budget plans the count from a pilot, and a search that
+        runs faster than planned should use what it saved). `in_flight`: a checkpoint's
         batches, resubmitted in order (one more than the lag in a checkpoint written
         before a step collected at its end: collected here first)."""
         search = self.search
@@ -115,12 +119,15 @@ class SearchLoop:
             self._submit(InFlight.from_state(saved))
         while len(self.in_flight) > self.lag:
             carried = self._collect(self.in_flight.pop(0), carried, refit=True)
-        steps = progress_bar(t_done, search.config.n_iterations, search.progress)
-        stopped_at, last = None, t_done
+        total = search.config.n_iterations
+        if search.deadline is not None and search.iteration_cap is not None:
+            total = max(total, search.iteration_cap)
+        steps = progress_bar(t_done, total, search.progress)
+        stopped, last = False, t_done
         took = 0.0  # the last step's seconds: one that would end past the deadline waits
         for t in steps:
             if search.deadline is not None and time.perf_counter() + took > search.deadline:
-                stopped_at = t - 1
+                stopped = True
                 break
             carried, took = self._step(t, carried)
             last = t
@@ -132,7 +139,7 @@ class SearchLoop:
             while self.in_flight:
                 carried = self._collect(self.in_flight.pop(0), carried, refit=False)
             self._checkpoint(last, carried)
-        return carried[0], carried[1], stopped_at
+        return carried[0], carried[1], last, stopped
 
     def _step(self, t: int, carried: Carried) -> tuple[Carried, float]:
         """Propose and send batch t, then collect until at most `lag` batches are out;

@@ -103,6 +103,7 @@ class SGEM:
         self.seed = int(seed)
         self.progress = progress
         self.deadline: float | None = None
+        self.iteration_cap: int | None = None
         self.listener = listener or (lambda event, payload: None)
         self.device = device
 
@@ -114,13 +115,17 @@ class SGEM:
         executor: Executor | str = "inline",
         resume: bool = False,
         deadline: float | None = None,
+        iteration_cap: int | None = None,
     ) -> SearchResult:
         """Run the search. `executor` is an Executor or the name of one ("inline",
         "batched", "processes", "ray"); `resume=True` continues from the store's last
         checkpoint. `deadline` (a `time.perf_counter()` value): no EM iteration starts after
         it, and the finalisation then runs at its smallest (one finalist, two refit
-        architectures per expert), so a time budget always ends in a result."""
-        self.deadline = deadline
+        architectures per expert), so a time budget always ends in a result. With a
+        deadline, `iteration_cap`: the loop runs on past `config.n_iterations` (then the
+        count a time budget's pilot expected to fit) up to this many while the deadline
+        allows; stopping there is the planned end, not a cut."""
+        self.deadline, self.iteration_cap = deadline, iteration_cap
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         if k_experts > m:
@@ -178,11 +183,14 @@ class SGEM:
             self.listener("restored", {"trace": trace, "iteration": t_done})
 
         loop = SearchLoop(self, task, sizes, rng, trace)
-        logits, archs, stopped_at = loop.run(t_done, logits, archs, in_flight)
+        logits, archs, ran, stopped = loop.run(t_done, logits, archs, in_flight)
+        # cut short: the deadline came before the planned iterations were done
+        stopped_at = ran if stopped and ran < cfg.n_iterations else None
 
         routing = softmax(logits, axis=1)
         last = hard_routing(routing)  # the final iterate's partition: one of the finalists
-        final_cfg = cfg
+        # the finalisation's trainings are numbered after the last iteration run
+        final_cfg = replace(cfg, n_iterations=ran) if ran > cfg.n_iterations else cfg
         if stopped_at is not None:  # out of time: the smallest finalisation
             log.warning(
                 "time budget: the EM loop stopped at its deadline after %d of %d iterations%s; "
@@ -211,6 +219,7 @@ class SGEM:
                 rng,
                 geometry=self._geometry(task),
             )
+        selection = {**selection, "iterations_run": ran}
         if stopped_at is not None:
             selection = {**selection, "stopped_at_deadline_after_iteration": stopped_at}
         return SearchResult(
