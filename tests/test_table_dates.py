@@ -1,6 +1,7 @@
 """A table's dates become numbers (days since 1970, year, month, day, weekday, hour), read
-the same way at fit and at predict; identifiers and free text are left out with a note, and
-a column of many repeated categories keeps its commonest ones."""
+the same way at fit and at predict; identifiers (text, or whole numbers
+numbering the rows) and free text are left out with a note, and a column of many repeated
+categories keeps its commonest ones."""
 
 from __future__ import annotations
 
@@ -70,6 +71,36 @@ def test_dates_become_their_parts_and_identifiers_are_left_out(tmp_path) -> None
         warnings.simplefilter("ignore", TableWarning)
         np.testing.assert_array_equal(encode_table(stamped, data.encoding), x)
     json.dumps(data.encoding)  # the encoding stays plain JSON
+
+
+def test_numeric_row_identifiers_are_left_out_and_codes_named_id_are_kept() -> None:
+    """pandas' written index ("Unnamed: 0") and a PassengerId-like column number the rows:
+    left out with a note. A column named like an id whose numbers repeat (a store code),
+    or a column of distinct numbers not named like one (a measurement), stays a feature."""
+    rng = np.random.default_rng(0)
+    n = 200
+    frame = pd.DataFrame(
+        {
+            "Unnamed: 0": np.arange(n),
+            "PassengerId": rng.permutation(n) + 1000,
+            "store_id": rng.integers(1, 9, n),
+            "width": rng.permutation(n),
+            "y": rng.normal(size=n),
+        }
+    )
+    with pytest.warns(TableWarning) as caught:
+        data = read_table_frame(frame)
+    said = " | ".join(str(w.message) for w in caught)
+    assert "'Unnamed: 0' holds 200 distinct whole numbers (a row identifier)" in said
+    assert "'PassengerId' holds 200 distinct whole numbers" in said
+    assert data.feature_names == ["store_id", "width"]
+    assert data.encoding["left_out"] == ["Unnamed: 0", "PassengerId"]
+    # a gap (a missing id) or a fraction is not a row number: the column stays
+    holed = frame.assign(PassengerId=frame["PassengerId"].astype(float))
+    holed.loc[3, "PassengerId"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableWarning)
+        assert "PassengerId" in read_table_frame(holed).feature_names
 
 
 def test_day_first_dates_are_read_day_first_at_fit_and_at_predict() -> None:

@@ -4,8 +4,10 @@ cannot be features (identifiers, free text), left out with a note."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..errors import SgemUserError
@@ -19,6 +21,9 @@ MAX_CATEGORIES = 200
 #: ... and one with more, whose distinct values are at least this share of its rows, is an
 #: identifier or free text: left out of the features
 IDENTIFIER_SHARE = 0.5
+#: names of row numbers and identifiers: index, id, row, "Unnamed: 0" (pandas' written
+#: index), and names ending in _id / " id" / Id / ID (PassengerId, customer_id)
+ID_NAME = re.compile(r"(?i:index|idx|id|row|row_?num(ber)?|unnamed: ?\d+|.*[_ ]id)|.*[a-z](Id|ID)")
 
 
 def read_placeholders(
@@ -80,6 +85,8 @@ def _column_spec(column: pd.Series, name: str) -> dict[str, Any] | str:
     """The spec of a feature column, or why it cannot be one."""
     dtype = str(column.dtype)
     if _is_numeric(column):
+        if _numbers_rows(column, name):
+            return f"{name!r} holds {len(column)} distinct whole numbers (a row identifier)"
         return {"name": name, "kind": "numeric", "dtype": dtype}
     if pd.api.types.is_bool_dtype(column):
         return {"name": name, "kind": "bool", "dtype": dtype}
@@ -106,6 +113,19 @@ def _column_spec(column: pd.Series, name: str) -> dict[str, Any] | str:
             "other": True,
         }
     return {"name": name, "kind": "onehot", "dtype": dtype, "categories": sorted(counts.index)}
+
+
+def _numbers_rows(column: pd.Series, name: str) -> bool:
+    """A numeric column named like an identifier (`ID_NAME`) whose values are distinct
+    whole numbers, none missing: it numbers the rows. As a feature it would only place a
+    row by its position in the file: the clustering would split the table by file order,
+    and a network fitted on it extrapolates to the next file's numbers."""
+    if not ID_NAME.fullmatch(str(name).strip()) or len(column) < 2:
+        return False
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    if not np.isfinite(values).all() or (values != np.round(values)).any():
+        return False
+    return len(np.unique(values)) == len(values)
 
 
 __all__ = ["IDENTIFIER_SHARE", "MAX_CATEGORIES", "column_specs", "read_placeholders"]
