@@ -86,6 +86,42 @@ class Search(Protocol):
     def _refit(self, iteration: int) -> None: ...
 
 
+class StepCost:
+    """What the next EM step is expected to take, for the deadline: the slowest seconds per
+    training seen so far times the trainings it will make. An exploration step trains the
+    affinity masks and a jump besides the S-step's candidates (about three times as many);
+    the last step's seconds alone let one start 60 s before a deadline on M3 "other" and
+    end 25 s past it, and the final stage was cut short."""
+
+    def __init__(self, cfg: SearchConfig) -> None:
+        self.cfg = cfg
+        self.per_training = 0.0
+        self.plain: int | None = None  # trainings of a step without exploration
+        k = cfg.n_experts
+        jumps = cfg.jumps and not cfg.freeze_routing
+        # until one is seen: the affinity groups with every incumbent and one pick, and a
+        # jump's incumbent and alternative per region on two partitions
+        self.exploring_extra = cfg.explore_groups * (k + 1) + (4 * k if jumps else 0)
+
+    def explores(self, t: int) -> bool:
+        return bool(self.cfg.explore) and t % self.cfg.explore_every == 0
+
+    def expected(self, t: int) -> float:
+        """Seconds step t is expected to take (0 before any step: the first always runs)."""
+        if self.plain is None:
+            return 0.0
+        extra = self.exploring_extra if self.explores(t) else 0
+        return self.per_training * (self.plain + extra)
+
+    def record(self, t: int, seconds: float, trained: int, explored: int) -> None:
+        if trained + explored == 0:
+            return
+        self.per_training = max(self.per_training, seconds / (trained + explored))
+        self.plain = trained
+        if explored:
+            self.exploring_extra = explored
+
+
 class SearchLoop:
     """Runs iterations t_done + 1 .. T of `search` with at most `pipeline` batches in
     flight between steps."""
@@ -101,6 +137,7 @@ class SearchLoop:
         self.search, self.task, self.sizes, self.rng, self.trace = search, task, sizes, rng, trace
         self.lag = int(search.config.pipeline)
         self.in_flight: list[InFlight] = []
+        self.cost = StepCost(search.config)
         self._began, self._timing_before = time.perf_counter(), search.timer_.snapshot()
 
     def run(
@@ -124,12 +161,12 @@ class SearchLoop:
             total = max(total, search.iteration_cap)
         steps = progress_bar(t_done, total, search.progress)
         stopped, last = False, t_done
-        took = 0.0  # the last step's seconds: one that would end past the deadline waits
-        for t in steps:
-            if search.deadline is not None and time.perf_counter() + took > search.deadline:
+        for t in steps:  # a step that would end past the deadline does not start
+            late = time.perf_counter() + self.cost.expected(t)
+            if search.deadline is not None and late > search.deadline:
                 stopped = True
                 break
-            carried, took = self._step(t, carried)
+            carried = self._step(t, carried)
             last = t
             self._checkpoint(t, carried)
             if self.trace:
@@ -141,9 +178,9 @@ class SearchLoop:
             self._checkpoint(last, carried)
         return carried[0], carried[1], last, stopped
 
-    def _step(self, t: int, carried: Carried) -> tuple[Carried, float]:
+    def _step(self, t: int, carried: Carried) -> Carried:
         """Propose and send batch t, then collect until at most `lag` batches are out;
-        returns what is carried on and the step's seconds."""
+        returns what is carried on (the step's seconds go to `self.cost`)."""
         search, cfg = self.search, self.search.config
         clock = search.timer_
         self._began, self._timing_before = time.perf_counter(), clock.snapshot()
@@ -181,7 +218,8 @@ class SearchLoop:
         if flight.seconds is None:
             self._time_step(flight)
         assert flight.seconds is not None
-        return carried, flight.seconds
+        self.cost.record(t, flight.seconds, len(p.jobs), len(explored.jobs))
+        return carried
 
     def _time_step(self, flight: InFlight) -> None:
         """The seconds (and per phase) of the step that proposed `flight`, up to now."""
