@@ -6,8 +6,9 @@ clusters; the plan then keeps as many EM iterations (and as large an initial des
 budget affords after reserving the final retrain, assuming the surrogate, routing and
 bookkeeping cost as much again as the trainings. When even the smallest search (the
 minimal initial design, one iteration, the smallest finalisation) does not fit, candidates
-are trained for fewer steps (down to `MIN_STEP_FRACTION`). The search additionally stops
-at the deadline (see `SGEM.fit(deadline=...)`), so a mis-estimate costs quality, never the model.
+are trained for fewer steps (down to `MIN_STEP_FRACTION`). The search stops at the deadline
+(`SGEM.fit(deadline=...)`), and runs on past the planned iterations while it allows, so a
+mis-estimate costs quality, never the model, and a fast search uses what it saved.
 
 The final stage is planned first (`final_units`): with validation-chosen lengths, warm
 starts and a champion cell (the forecasting presets) it costs tens of candidate trainings,
