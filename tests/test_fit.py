@@ -357,6 +357,27 @@ def test_a_budgeted_search_runs_on_to_its_cap_while_the_deadline_allows(caplog):
     assert plain.selection["iterations_run"] == 1
 
 
+def test_the_deadline_keeps_the_finalisation_its_trainings() -> None:
+    """The search's deadline reserves the final stage and the finalisation's trainings (each
+    finalist and the k-means split on every region, then each expert's refits), priced at
+    the planned candidate length; a plan written before that was priced keeps 8."""
+    from sgem.run.budget import deadline
+
+    cfg = SearchConfig(n_experts=4, final_candidates=2, finalist_budget=1, refit_budget=4)
+    _, plan = plan_search(cfg, seconds=3000, candidate_seconds=1.0)
+    trainings = (2 + 1) * 4 * 2 + 4 * 4
+    assert plan["finalisation_seconds_estimate"] == 1.25 * trainings
+    plan["_training_ends"] = 1000.0
+    reserve = plan["final_retrain_seconds_estimate"] + 1.25 * trainings
+    assert deadline(plan) == pytest.approx(1000.0 - reserve)
+    older = {k: v for k, v in plan.items() if k != "finalisation_seconds_estimate"}
+    assert deadline(older) == pytest.approx(deadline(plan) + 1.25 * trainings - 16.0)
+    tight, short = plan_search(cfg, seconds=5, candidate_seconds=0.5)
+    fraction = tight.train.steps / cfg.train.steps  # shorter candidates: a cheaper finalisation
+    smallest = 1.25 * (2 * 4 * 2 + 4 * 2) * 0.5 * fraction
+    assert short["finalisation_seconds_estimate"] <= smallest + 0.1
+
+
 def test_the_deadline_expects_an_exploration_step_to_train_more() -> None:
     """The next step's seconds for the deadline: the slowest seconds per training so far
     times the trainings it makes, an exploration step's masks and jump included."""

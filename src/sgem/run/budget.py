@@ -33,8 +33,8 @@ from ..atomic import write_atomic
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..final.protocol import FinalProtocol
-from ..random_streams import Stream, stream_rng
 from ..search.config import SearchConfig
+from .pilot import PILOT_SHARE, PilotCut, pilot_seconds
 
 if TYPE_CHECKING:
     from ..space.arch import CellSpace
@@ -111,54 +111,6 @@ def parse_duration(text: str | float | int) -> float:
     if not np.isfinite(seconds) or seconds <= 0:
         raise SgemUserError(f"the time budget must be positive, got {text!r}")
     return seconds
-
-
-#: the pilot stops timing more cells once it has spent this share of the budget (what it
-#: measured decides): a pilot of four slow cells took 46 s of a 40 s image budget, and the
-#: refusal it led to came after the budget
-PILOT_SHARE = 0.15
-
-
-class PilotCut(Exception):
-    """The budget's fence stopped the pilot's training before its first evaluation."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"one candidate training took more than {seconds:.1f} s")
-        self.seconds = seconds
-
-
-def pilot_seconds(
-    task: ClusteredTask,
-    trainer,
-    space,
-    seed: int,
-    repeats: int = 3,
-    limit: float | None = None,
-) -> float:
-    """Wall clock of training one random candidate on every cluster: the mean of `repeats`
-    random cells after one more that pays torch's one-time start-up (fewer once the pilot
-    has spent `limit` seconds, never none: the start-up one overstates a cell). (The
-    fastest of three was the rule: on monthly tourism series a cheap cell made it 2.3 s while
-    the search's cells took 6.8 s on average, and the final stage was left no time.) Raises
-    `PilotCut` where the budget's fence stopped a training before it was ever evaluated."""
-    from ..train.time_fence import fence_passed
-
-    rng = stream_rng(seed, Stream.BUDGET_PILOT)
-    times: list[float] = []
-    began = time.perf_counter()
-    for _ in range(repeats + 1):
-        arch = space.sample(rng)
-        start = time.perf_counter()
-        try:
-            trainer.train(arch, np.ones(task.n_clusters, dtype=bool), seed=seed)
-        except RuntimeError:  # stopped by the fence before its first evaluation
-            if not fence_passed():
-                raise
-            raise PilotCut(time.perf_counter() - start) from None
-        times.append(time.perf_counter() - start)
-        if limit is not None and len(times) > 1 and time.perf_counter() - began > limit:
-            break
-    return float(np.mean(times[1:]))
 
 
 def final_units(
@@ -283,7 +235,7 @@ def plan_search(
     search_seconds = max(0.0, seconds - final_cost)
     affordable = 0.5 * search_seconds / t  # half the time for surrogate, routing, overhead
     per_iteration = k * (cfg.acquisitions_per_expert + 1) + 2
-    finalisation = cfg.final_candidates * k * (cfg.finalist_budget + 1) + k * cfg.refit_budget
+    finalisation = _finalisation(k, cfg.final_candidates, cfg.finalist_budget, cfg.refit_budget)
     n_init = int(np.clip(affordable * 0.25, 2 * k + 2, cfg.n_init))
     iterations = int((affordable - n_init - finalisation) // per_iteration)
     changes: dict = {"n_init": n_init}
@@ -296,10 +248,11 @@ def plan_search(
     )
     if iterations < 2:  # tight: spend on iterations, not on the final polish
         changes.update(final_candidates=1, finalist_budget=1, refit_budget=min(2, cfg.refit_budget))
-        finalisation = k * 2 + k * changes["refit_budget"]
+        finalisation = _finalisation(k, 1, 1, changes["refit_budget"])
         iterations = int((affordable - n_init - finalisation) // per_iteration)
     changes["n_iterations"] = int(np.clip(iterations, 1, cfg.n_iterations))
     needed = n_init + changes["n_iterations"] * per_iteration + finalisation
+    fraction = 1.0
     if affordable < needed:  # even the smallest search does not fit: train candidates shorter
         fraction = max(MIN_STEP_FRACTION, affordable / needed)
         changes["train_steps"] = max(1, int(cfg.train.steps * fraction))
@@ -309,6 +262,8 @@ def plan_search(
         "candidate_seconds": round(candidate_seconds, 4),
         "final_retrain_seconds_estimate": round(final_cost, 1),
         "after_final_seconds_estimate": round(after_units * t, 1),
+        # (a quarter more trainings than counted: champions join the finalists' slots)
+        "finalisation_seconds_estimate": round(1.25 * finalisation * fraction * t, 1),
         "affordable_trainings": int(affordable),
         **changes,
         "iteration_cap": ITERATION_CAP_FACTOR * configured.n_iterations,
@@ -319,6 +274,14 @@ def plan_search(
         # a budget that would have kept the configured final stage (and a minimal search)
         plan["full_final_stage_needs_seconds"] = round(full_units * t / FINAL_SHARE, 1)
     return planned, plan
+
+
+def _finalisation(k: int, finalists: int, per_region: int, refits: int) -> int:
+    """The finalisation's trainings (`sgem.search.selection.finalise`): each finalist and
+    the centroids' k-means split measured on its k regions with `per_region` + 1 cells,
+    then `refits` cells per expert on the returned partition. (Priced at 8 trainings, a
+    5-minute M3 fit's 49 ran 60 s past the search's deadline and cut the final stage.)"""
+    return (finalists + 1) * k * (per_region + 1) + k * refits
 
 
 def _apply(cfg: SearchConfig, changes: dict) -> SearchConfig:
@@ -358,7 +321,9 @@ def deadline(plan: dict | None, references_done: bool = False) -> float | None:
     if plan is None:
         return None
     t = plan["candidate_seconds"]
-    reserve = plan["final_retrain_seconds_estimate"] + 2.0 * 8 * t  # ~8 finalisation trainings
+    # (a plan written before the finalisation was priced: ~8 trainings, twice for overhead)
+    finalisation = plan.get("finalisation_seconds_estimate", 2.0 * 8 * t)
+    reserve = plan["final_retrain_seconds_estimate"] + finalisation
     if not references_done:
         reserve += plan.get("references_seconds_estimate", 0.0)  # the leaderboard's local fits
     return plan["_training_ends"] - reserve
