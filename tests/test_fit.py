@@ -296,6 +296,22 @@ def test_budget_plan_shortens_candidates_when_even_the_smallest_search_is_too_lo
     assert apply_plan(cfg, plan) == tight
 
 
+def _small_search(n_iterations: int) -> SearchConfig:
+    """A search small enough to run many times in a test (20-step candidates)."""
+    from sgem.train import TrainConfig
+
+    return SearchConfig(
+        n_iterations=n_iterations,
+        n_init=8,
+        pool_size=20,
+        mc_masks=2,
+        routing_steps=5,
+        refit_budget=0,
+        final_candidates=1,
+        train=TrainConfig(steps=20),
+    )
+
+
 def test_a_search_past_its_deadline_says_so(caplog):
     """A time budget that the initial design already used up: the EM loop runs no
     iteration, the result records it and the user is told (not only result.json)."""
@@ -305,18 +321,8 @@ def test_a_search_past_its_deadline_says_so(caplog):
     from sgem.data import make_toy_task
     from sgem.search import SGEM
     from sgem.space import TabularSpace
-    from sgem.train import TrainConfig
 
-    cfg = SearchConfig(
-        n_iterations=3,
-        n_init=8,
-        pool_size=20,
-        mc_masks=2,
-        routing_steps=5,
-        refit_budget=0,
-        final_candidates=1,
-        train=TrainConfig(steps=20),
-    )
+    cfg = _small_search(3)
     search = SGEM(TabularSpace(), cfg, seed=0, progress=False)
     with caplog.at_level(logging.WARNING, logger="sgem.search.sgem"):
         result = search.fit(make_toy_task(0), deadline=time.perf_counter())
@@ -333,18 +339,8 @@ def test_a_budgeted_search_runs_on_to_its_cap_while_the_deadline_allows(caplog):
     from sgem.data import make_toy_task
     from sgem.search import SGEM
     from sgem.space import TabularSpace
-    from sgem.train import TrainConfig
 
-    cfg = SearchConfig(
-        n_iterations=1,
-        n_init=8,
-        pool_size=20,
-        mc_masks=2,
-        routing_steps=5,
-        refit_budget=0,
-        final_candidates=1,
-        train=TrainConfig(steps=20),
-    )
+    cfg = _small_search(1)
     task = make_toy_task(0)
     search = SGEM(TabularSpace(), cfg, seed=0, progress=False)
     with caplog.at_level(logging.WARNING, logger="sgem.search.sgem"):
