@@ -40,8 +40,8 @@ def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
         if ran < cap:
             return (
                 f"done early ({wall:.0f} s of {budget:.0f} s): the search ran {ran} EM "
-                "iterations up to its deadline, which kept the time a pilot training "
-                "predicted for the final stage, and the final stage took less"
+                f"iteration{'s' * (ran != 1)} up to its deadline, which kept the time a pilot "
+                "training predicted for the final stage, and the final stage took less"
             )
         return (
             f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all {ran} EM "
