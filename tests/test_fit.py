@@ -381,14 +381,14 @@ def test_the_deadline_expects_an_exploration_step_to_train_more() -> None:
 
     cost = StepCost(SearchConfig(n_experts=4, explore_every=4, explore_groups=4))
     assert cost.expected(1) == 0.0  # nothing measured: the first step always runs
-    cost.record(1, seconds=28.0, trained=14, explored=0)
-    cost.record(2, seconds=14.0, trained=14, explored=0)
+    cost.record(seconds=28.0, trained=14, explored=0)
+    cost.record(seconds=14.0, trained=14, explored=0)
     assert cost.expected(3) == 28.0  # 2 s per training, the slowest seen
     assert cost.expected(4) == 2.0 * (14 + 4 * 5 + 4 * 4)  # masks and a jump besides
-    cost.record(4, seconds=60.0, trained=14, explored=10)
+    cost.record(seconds=60.0, trained=14, explored=10)
     assert cost.expected(8) == 2.5 * 24  # what an exploration step was seen to train
     no_jumps = StepCost(SearchConfig(n_experts=2, explore_groups=3, jumps=False))
-    no_jumps.record(1, seconds=4.0, trained=4, explored=0)
+    no_jumps.record(seconds=4.0, trained=4, explored=0)
     assert no_jumps.expected(4) == 1.0 * (4 + 3 * 3)
 
 

@@ -113,7 +113,8 @@ class StepCost:
         extra = self.exploring_extra if self.explores(t) else 0
         return self.per_training * (self.plain + extra)
 
-    def record(self, t: int, seconds: float, trained: int, explored: int) -> None:
+    def record(self, seconds: float, trained: int, explored: int) -> None:
+        """A finished step's seconds and trainings (its own, then its exploration's)."""
         if trained + explored == 0:
             return
         self.per_training = max(self.per_training, seconds / (trained + explored))
@@ -181,12 +182,12 @@ class SearchLoop:
     def _step(self, t: int, carried: Carried) -> Carried:
         """Propose and send batch t, then collect until at most `lag` batches are out;
         returns what is carried on (the step's seconds go to `self.cost`)."""
-        search, cfg = self.search, self.search.config
+        search = self.search
         clock = search.timer_
         self._began, self._timing_before = time.perf_counter(), clock.snapshot()
         p = search._propose(t, self.task, carried[0], carried[1], self.sizes, self.rng)
         explored = ExplorationBatch([], [], [], None)
-        if cfg.explore and t % cfg.explore_every == 0:
+        if self.cost.explores(t):
             with clock.phase("exploration"):
                 explored = search.explorer_.batch(p.archs, p.assignment, self.sizes, self.rng, t)
         with clock.phase("acquisition"):
@@ -218,7 +219,7 @@ class SearchLoop:
         if flight.seconds is None:
             self._time_step(flight)
         assert flight.seconds is not None
-        self.cost.record(t, flight.seconds, len(p.jobs), len(explored.jobs))
+        self.cost.record(flight.seconds, len(p.jobs), len(explored.jobs))
         return carried
 
     def _time_step(self, flight: InFlight) -> None:
