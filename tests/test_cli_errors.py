@@ -37,6 +37,8 @@ CASES = [
     (["fit", "{d}/t.csv", "--target", "label", "--time-budget", "soon"], "time budget"),
     (["fit", "{d}/t.csv", "--target", "label", "--experts", "0"], "n_experts"),
     (["fit", "{d}/missing.csv", "--target", "label"], "does not exist"),
+    (["fit", "{d}/t.csv", "--target", "label", "--device", "tpu0"], "unknown device 'tpu0'"),
+    (["run", "toy", "--device", "cuda:99"], "cuda:99"),
     (["show", "{d}"], "holds no saved model"),
     (["predict", "{d}", "{d}/t.csv", "--out", "{d}/p.csv"], "holds no saved model"),
 ]

@@ -135,3 +135,21 @@ def test_predict_refuses_series_of_another_frequency(fitted, tmp_path) -> None:
     daily.to_csv(tmp_path / "daily.csv", index=False)
     with pytest.raises(SgemUserError, match=r"frequency 'D', but the model was fitted on 'MS'"):
         predict_file(fitted.model_, tmp_path / "daily.csv")
+
+
+def test_a_loaded_forecaster_predicts_a_long_format_frame(fitted, tmp_path) -> None:
+    """`sgem.load(run).predict(df)` on the user's long-format frame gives the rows
+    `sgem predict` writes for the same data as a file; `forecast(df)` says where to go."""
+    from sgem.run.predict_io import predict_file
+
+    frame = monthly_frame()
+    frame.to_csv(tmp_path / "monthly.csv", index=False)
+    model = sgem.load(fitted.out)
+    from_frame = model.predict(frame)
+    from_file = predict_file(model, tmp_path / "monthly.csv")
+    pd.testing.assert_frame_equal(from_frame, from_file)
+    assert len(from_frame) == 6 * 6 and {"q0.1", "q0.9", "expert"} <= set(from_frame.columns)
+    with pytest.raises(SgemUserError, match=r"use model.predict\(df\)"):
+        model.forecast(frame)
+    with pytest.raises(SgemUserError, match="the DataFrame: columns \\['y'\\] not found"):
+        model.predict(frame.rename(columns={"y": "value"}))

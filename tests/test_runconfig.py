@@ -198,3 +198,20 @@ def test_combine_is_a_boolean_and_round_trips() -> None:
     assert off.to_dict()["combine"] is False
     with pytest.raises(SgemUserError, match="combine must be true or false"):
         RunConfig.from_dict(data | {"combine": "no"})
+
+
+def test_a_config_file_sets_optional_keys_a_preset_leaves_out(tmp_path) -> None:
+    """The toy preset has no `device` or `final_length` key; a --config file may still set
+    them (the preset's omission means the default, not "not settable"); typos are refused."""
+    from sgem.run.runconfig import load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("device: cpu\nfinal_length: validation\n")
+    cfg = load_config("toy", path)
+    assert cfg["device"] == "cpu" and cfg["final_length"] == "validation"
+    path.write_text("devcie: cpu\n")
+    with pytest.raises(SgemUserError, match=r"unknown config key 'devcie'; known: .*'device'"):
+        load_config("toy", path)
+    path.write_text("search:\n  device: cpu\n")  # optional keys are top-level only
+    with pytest.raises(SgemUserError, match=r"unknown config key 'search\.device'"):
+        load_config("toy", path)

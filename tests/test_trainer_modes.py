@@ -12,6 +12,7 @@ from test_darts_space import tiny_image_task
 
 from sgem.data.task import ClusteredTask, Split
 from sgem.data.toy import make_toy_task
+from sgem.errors import SgemUserError
 from sgem.space import Arch, DartsSpace, TabularSpace
 from sgem.train import TrainConfig, Trainer, per_sample_nll, resolve_device
 from sgem.train.adam import Adam
@@ -185,3 +186,9 @@ def test_resolve_device() -> None:
     trainer = Trainer(make_toy_task(0), TabularSpace(), device="auto")
     assert trainer.device.type == want
     assert not trainer.uses_channels_last  # 2-D inputs never go channels-last
+    for bad in ("tpu", "cuda:x", "meta"):
+        with pytest.raises(SgemUserError, match="device"):
+            resolve_device(bad)
+    if not torch.cuda.is_available():  # asked for by name, a missing GPU is a user error
+        with pytest.raises(SgemUserError, match="sees no CUDA GPU: use --device cpu"):
+            resolve_device("cuda")

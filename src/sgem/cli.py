@@ -19,6 +19,14 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 
+def _add_device_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device",
+        default=None,
+        help="cpu, cuda, cuda:N or auto (a GPU when present); default: the config's (cpu)",
+    )
+
+
 def _add_executor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--executor",
@@ -60,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     run.add_argument("--out", default=None, help="run directory (default runs/PRESET-seedN)")
     run.add_argument("--config", default=None, help="YAML file overriding preset keys")
+    _add_device_flag(run)
     _add_executor_flags(run)
     fit = sub.add_parser(
         "fit",
@@ -98,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument("--out", default=None, help="run directory (default runs/fit-NAME-seedN)")
     fit.add_argument("--config", default=None, help="YAML file overriding run config keys")
+    _add_device_flag(fit)
     fit.add_argument(
         "--missing",
         choices=["impute", "error"],
@@ -234,7 +244,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             result = run_experiment(
-                args.preset, seed=args.seed, out=out, config_file=args.config, **common
+                args.preset,
+                seed=args.seed,
+                out=out,
+                config_file=args.config,
+                device=args.device,
+                **common,
             )
         else:
             result = resume_experiment(out, **common)
@@ -280,6 +295,7 @@ def _fit(args: argparse.Namespace) -> int:
             time_budget=args.time_budget,
             seed=args.seed,
             config=args.config,
+            device=args.device,
             id_col=args.id_col,
             time_col=args.time_col,
             value_col=args.value_col,

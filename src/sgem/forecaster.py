@@ -24,7 +24,6 @@ Output columns (`alias` is "SGEM" unless set):
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -185,7 +184,7 @@ class SgemForecaster:
         than the model's context are padded. Columns: see the module docstring.
         """
         from .data.files import read_long_series
-        from .run.predict_io import _forecast_frame
+        from .moe.series_io import forecast_frame
 
         if self.model_ is None or self.history_ is None:
             raise SgemUserError("SgemForecaster.predict: call fit(df) first")
@@ -204,14 +203,11 @@ class SgemForecaster:
             if df is None
             else _long_frame(df, *self.columns_, who="SgemForecaster.predict")
         )
-        with tempfile.TemporaryDirectory() as tmp:  # the reader `sgem predict` uses
-            path = Path(tmp) / "history.csv"
-            history.to_csv(path, index=False)
-            data = read_long_series(path)
+        data = read_long_series(history)  # the reader `sgem predict` uses
         if self.freq is not None:
             data.freq = self.freq
         wanted = sorted(set(columns.values()) | {0.5})
-        raw = _forecast_frame(self.model_, data.series, data, wanted)
+        raw = forecast_frame(self.model_, data.series, data, wanted)
         raw = raw[raw["step"] <= h]
         ids = history.attrs.get("ids") or {}  # the user's own ids, with their dtype
         named = raw["unique_id"].astype(str)

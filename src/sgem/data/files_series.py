@@ -193,7 +193,7 @@ def _infer_freq(groups: list[pd.Series]) -> str | None:
 
 
 def read_long_series(
-    path: str | os.PathLike,
+    path: str | os.PathLike | pd.DataFrame,
     id_col: str | None = "unique_id",
     time_col: str = "ds",
     value_col: str = "y",
@@ -201,8 +201,8 @@ def read_long_series(
     """Read series from a long-format CSV/TSV/Parquet table, or a Monash `.tsf` (or `.zip`).
 
     Args:
-        path: the file. `.tsf` and `.zip` are read as Monash files; anything else as a table
-            with one row per observation.
+        path: the file (or a DataFrame of its rows). `.tsf` and `.zip` are read as Monash
+            files; anything else as a table with one row per observation.
         id_col: the series id column (None: the whole table is one series, named "0").
         time_col: the timestamp column: dates (anything `pandas.to_datetime` parses) or
             integer time steps.
@@ -217,15 +217,18 @@ def read_long_series(
     is logged. Duplicate (id, timestamp) rows, timestamps off the grid, unparseable dates and
     non-numeric values raise `SgemUserError`.
     """
-    path = _existing_file(path)
-    if path.suffix.lower() in (".tsf", ".zip"):
-        return _from_tsf(path)
-    frame = read_frame(path)
+    if isinstance(path, pd.DataFrame):
+        frame, where = path, "the DataFrame"
+    else:
+        file = _existing_file(path)
+        if file.suffix.lower() in (".tsf", ".zip"):
+            return _from_tsf(file)
+        frame, where = read_frame(file), str(file)
     wanted = [c for c in (id_col, time_col, value_col) if c is not None]
     absent = [c for c in wanted if c not in frame.columns]
     if absent:
         raise SgemUserError(
-            f"{path}: columns {absent} not found; its columns are {list(frame.columns)}. Name the "
+            f"{where}: columns {absent} not found; its columns are {list(frame.columns)}. Name the "
             "id, time and value columns (CLI: --id-col, --time-col, --value-col; Python: "
             "id_col=, time_col=, value_col=)"
         )
@@ -237,7 +240,7 @@ def read_long_series(
     if dup.any():
         first = table[dup].iloc[0]
         raise SgemUserError(
-            f"{path}: {int(dup.sum())} rows repeat an (id, time) pair (rows {_first_rows(dup)}; "
+            f"{where}: {int(dup.sum())} rows repeat an (id, time) pair (rows {_first_rows(dup)}; "
             f"e.g. series {first['id']!r} at {first['t']}); keep one value per series and time"
         )
     order = list(pd.unique(table["id"]))
@@ -256,7 +259,7 @@ def read_long_series(
             log.warning(
                 "%s: no regular frequency could be inferred from the timestamps; the values are "
                 "kept in time order and gaps in the timestamps are not filled with NaN",
-                path,
+                where,
             )
     for key in order:
         g = groups[key]

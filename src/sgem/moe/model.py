@@ -175,10 +175,18 @@ class SgemModel:
         t = self.temperature if calibrated else None
         return torch.softmax(out if t is None else out / t, dim=1).numpy()
 
-    def predict(self, x: Any, embeddings: np.ndarray | None = None) -> np.ndarray:
+    def predict(self, x: Any, embeddings: np.ndarray | None = None) -> Any:
         """Class labels (decoded to the original labels), or for a regression / forecasting
-        model the point prediction (the Student-t location, in original units)."""
+        model the point prediction (the Student-t location, in original units). A forecaster
+        given a long-format DataFrame (its fit's id / time / value columns) returns the frame
+        `sgem predict` writes: one row per series and step, with quantiles, expert, cluster."""
         if self.is_forecaster:
+            import pandas as pd
+
+            if isinstance(x, pd.DataFrame):
+                from .series_io import forecast_long
+
+                return forecast_long(self, x)
             return self.forecast(x).point
         x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
         out = self.outputs(x_model, cluster)

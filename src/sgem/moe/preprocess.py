@@ -198,9 +198,14 @@ class ForecastPreprocessor:
         elif isinstance(series, np.ndarray) and series.ndim == 1:
             series = [series]
         if not isinstance(series, list | tuple) or len(series) == 0:
+            hint = (
+                "; for a long-format DataFrame (unique_id, ds, y) use model.predict(df)"
+                if type(series).__name__ == "DataFrame"
+                else ""
+            )
             raise SgemUserError(
                 "forecast: give one series (1-D array) or a list of them (or a 2-D array, one "
-                "row per series)"
+                f"row per series){hint}"
             )
         return series
 

@@ -72,13 +72,15 @@ def fit_config(
     missing: str = "impute",
     task_kind: Literal["classification", "regression"] | None = None,
     combine: bool = True,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """The full run config `sgem fit` runs for `data` (nothing is read but the header).
 
     `combine=False` (CLI --no-combination) saves the MoE (with selective routing) even where
     a combination with the references scores better: what ONNX export can serve.
     `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
-    `task_kind` ("classification" / "regression") overrides a table's inferred kind."""
+    `task_kind` ("classification" / "regression") overrides a table's inferred kind;
+    `device` (cpu, cuda, cuda:N, auto; CLI --device) where the networks train."""
     from ..data.table_missing import check_policy
     from .budget import parse_duration
     from .pipeline import merge, preset, read_config_file
@@ -145,6 +147,8 @@ def fit_config(
     run["time_budget"] = None if time_budget is None else parse_duration(time_budget)
     if not combine:
         run["combine"] = False
+    if device is not None:  # (else the preset's, or the config file's)
+        run["device"] = device
     override = None
     if config is not None:
         override = config if isinstance(config, dict) else read_config_file(config)

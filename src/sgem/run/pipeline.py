@@ -81,9 +81,13 @@ def run_experiment(
     workers: int = 2,
     ray_address: str | None = None,
     gpus_per_task: float = 0.0,
+    device: str | None = None,
 ) -> dict:
-    """Run a preset end to end and write its run directory. Returns result.json's content."""
+    """Run a preset end to end and write its run directory. Returns result.json's content.
+    `device` (cpu, cuda, cuda:N, auto) overrides the preset's and the config file's."""
     run_cfg = load_config(name, config_file)
+    if device is not None:
+        run_cfg["device"] = device
     run_cfg["seed"] = seed
     out = Path("runs") / f"{name}-seed{seed}" if out is None else out
     return run_config(run_cfg, out, progress, executor, workers, ray_address, gpus_per_task)
@@ -99,7 +103,9 @@ def validate_run(run_cfg: dict, executor: str = "inline", workers: int = 2) -> R
         raise SgemUserError(f"unknown executor {executor!r}; choose one of {list(EXECUTORS)}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SgemUserError(f"--workers must be an integer >= 1, got {workers!r}")
-    return RunConfig.from_dict(run_cfg)
+    cfg = RunConfig.from_dict(run_cfg)
+    resolve_device(cfg.device)  # a device this machine lacks is refused before any write
+    return cfg
 
 
 def run_config(

@@ -20,6 +20,7 @@ import pandas as pd
 from ..errors import SgemUserError
 from ..moe.model import SgemModel
 from ..moe.preprocess import ForecastPreprocessor, ImagePreprocessor
+from ..moe.series_io import forecast_long, forecastable, read_series
 
 log = logging.getLogger(__name__)
 
@@ -79,97 +80,12 @@ def predict_table(
     return frame
 
 
-def _forecast_frame(
-    model: SgemModel, series: dict[str, np.ndarray], data: Any, quantiles
-) -> pd.DataFrame:
-    """One row per series and step. Gaps are filled and short histories padded as the
-    model says (`ForecastPreprocessor`), so every series with a value is forecast; a note
-    says how many were filled or padded (or, for a model saved before sgem did that,
-    skipped)."""
-    from ..data.files_series import future_times
-
-    assert isinstance(model.preprocessor, ForecastPreprocessor)
-    names = forecastable(model.preprocessor, series)
-    fc = model.forecast([series[n] for n in names], quantiles=quantiles)
-    times = None if data is None else future_times(data, names, fc.loc.shape[1])
-    return fc.to_frame(ids=names, ds=times)
-
-
-def forecastable(pre: ForecastPreprocessor, series: dict[str, np.ndarray]) -> list[str]:
-    """The names of the series a forecaster can take, a note printed for those it cannot
-    (no value; shorter than the context where the model does not pad) and for the filled or
-    padded ones; refused when none is left."""
-    context = pre.context
-    empty = [n for n in series if not np.isfinite(series[n]).any()]
-    names = [n for n in series if n not in set(empty)]
-    if not pre.pad_short:
-        names = [n for n in names if len(series[n]) >= context]
-    if not names:
-        raise SgemUserError(
-            f"no series can be forecast: {len(empty)} have no value and the others are shorter "
-            f"than the model's context ({context} values); give longer histories"
-        )
-    notes = []
-    if empty:
-        notes.append(f"skipped {len(empty)} series without any value ({', '.join(empty[:3])})")
-    if len(names) + len(empty) < len(series):
-        skipped = len(series) - len(names) - len(empty)
-        notes.append(f"skipped {skipped} series shorter than the model's context of {context}")
-    padded = sum(len(series[n]) < context for n in names)
-    if pre.pad_short and padded:
-        notes.append(
-            f"padded {padded} of {len(names)} series shorter than the model's context of "
-            f"{context} values (with their first value)"
-        )
-    gaps = sum(int((~np.isfinite(series[n])).any()) for n in names)
-    if pre.missing == "impute" and gaps:
-        notes.append(f"filled the gaps of {gaps} series")
-    for note in notes:
-        print(f"note: {note}")
-    return names
-
-
-def _series_file(model: SgemModel, path: Path) -> Any:
-    """The series of `path`, read with the column names the model was fitted on (a model
-    saved before they were kept: unique_id, ds, y)."""
-    from ..data.files import read_long_series
-
-    columns = model.spec.info.get("series_columns") or {}
-    if path.suffix.lower() not in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".tsf", ".zip"):
-        raise SgemUserError(
-            f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
-            f"file, not {path.name}"
-        )
-    data = read_long_series(path, **columns)
-    fitted = model.spec.info.get("freq")
-    if fitted and data.freq and not _same_step(fitted, data.freq):
-        raise SgemUserError(
-            f"{path.name} reads as data of frequency {data.freq!r}, but the model was fitted "
-            f"on {fitted!r} data: its forecasts would be dated and seasoned wrongly; give "
-            "the series at the model's frequency (ISO dates, 2020-01-31, leave no doubt)"
-        )
-    return data
-
-
-def _same_step(a: str, b: str) -> bool:
-    """Whether two frequencies step alike (MS and ME do; D and MS do not), within 10 %."""
-    from pandas.tseries.frequencies import to_offset
-
-    start = pd.Timestamp("2001-01-01")  # one step between two anchored times of each
-    step_a, step_b = (start + 2 * to_offset(f) - (start + to_offset(f)) for f in (a, b))
-    return abs(step_a / step_b - 1) <= 0.1
-
-
 def predict_file(
     model: SgemModel, path: str | os.PathLike, quantiles=(0.1, 0.5, 0.9)
 ) -> pd.DataFrame:
     """Read `path` as the model's kind of input and return the predictions table."""
     if isinstance(model.preprocessor, ForecastPreprocessor):
-        data = _series_file(model, _exists(path))
-        frame = _forecast_frame(model, data.series, data, quantiles)
-        columns = model.spec.info.get("series_columns") or {}  # the user's own names back
-        named = {"unique_id": columns.get("id_col"), "ds": columns.get("time_col")}
-        return frame.rename(columns={k: v for k, v in named.items() if v and v != k})
+        return forecast_long(model, _exists(path), quantiles)
     x, ids = read_input(model, path)
     return predict_table(model, x, ids, quantiles)
 
@@ -182,7 +98,7 @@ def read_input(model: SgemModel, path: str | os.PathLike) -> tuple[Any, list | N
     pre = model.preprocessor
     suffix = path.suffix.lower()
     if isinstance(pre, ForecastPreprocessor):
-        series = _series_file(model, path).series
+        series = read_series(model, path).series
         names = forecastable(pre, series)
         return [series[n] for n in names], names
     if isinstance(pre, ImagePreprocessor):

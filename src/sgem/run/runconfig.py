@@ -192,11 +192,14 @@ def preset(name: str) -> dict[str, Any]:
 
 
 def merge(base: dict, override: dict, path: str = "") -> dict:
-    """Recursively override `base` with `override`, refusing keys `base` does not have."""
+    """Recursively override `base` with `override`, refusing keys `base` does not have; at
+    the top, a run config's optional keys (`OPTIONAL`: device, final_length, ...) may be set
+    even where the preset leaves them at their defaults."""
     out = copy.deepcopy(base)
     for key, value in override.items():
-        if key not in out:
-            raise SgemUserError(f"unknown config key {path}{key!r}; known: {sorted(out)}")
+        if key not in out and not (path == "" and key in OPTIONAL):
+            known = sorted({*out, *OPTIONAL}) if path == "" else sorted(out)
+            raise SgemUserError(f"unknown config key {path + key!r}; known: {known}")
         if isinstance(value, dict) and isinstance(out[key], dict):
             out[key] = merge(out[key], value, f"{path}{key}.")
         else:

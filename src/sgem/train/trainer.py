@@ -27,6 +27,7 @@ from torch import nn
 
 from ..config_fields import check_bool, check_choice, check_float, check_int, config_from_dict
 from ..data.task import ClusteredTask
+from ..errors import SgemUserError
 from ..space.arch import Arch
 from .adam import Adam
 from .early_stop import RegionEarlyStopping
@@ -132,10 +133,30 @@ class TrainOutcome:
 
 # -- shared pieces of every training loop ------------------------------------------------------
 def resolve_device(device: str | torch.device = "cpu") -> torch.device:
-    """ "auto" -> the first CUDA GPU when one is present, else the CPU."""
+    """ "auto" -> the first CUDA GPU when one is present, else the CPU. A device this torch
+    cannot use is refused here, before any data is read or trained."""
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise SgemUserError(
+            f"unknown device {device!r}: use cpu, cuda, cuda:N or auto (a GPU when present)"
+        ) from exc
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SgemUserError(
+                f"device {device!r} asked for, but this torch ({torch.__version__}) sees no CUDA "
+                "GPU: use --device cpu, or auto (a GPU when present)"
+            )
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise SgemUserError(
+                f"device {device!r} asked for, but torch sees {torch.cuda.device_count()} "
+                "CUDA GPU(s) (cuda:0 is the first)"
+            )
+    elif resolved.type != "cpu":
+        raise SgemUserError(f"device {device!r} is not supported: use cpu, cuda[:N] or auto")
+    return resolved
 
 
 def make_optimizer(params: Iterable[nn.Parameter], cfg: TrainConfig) -> Optimizer:
