@@ -293,3 +293,24 @@ def test_no_combination_saves_the_moe_and_says_so(tmp_path) -> None:
     assert "combination: off" in model.summary()
     assert yaml.safe_load((out / "config.yaml").read_text())["run"]["combine"] is False
     assert kind_of(model) == "classifier"
+
+
+def test_the_shipped_summary_names_the_network_member_as_what_it_is() -> None:
+    """A combination whose network member routes every cluster to the global network calls
+    it the global network, not "MoE"; a partly routed MoE says how many clusters left it."""
+    from types import SimpleNamespace
+
+    from sgem.leaderboard.contest import _shipped_summary
+
+    row = {"model": "saved", "kind": "sgem", "validation": {"nll": 0.1}}
+    task = SimpleNamespace(n_clusters=4)
+    mix = (None, {"weights_by_name": {"MoE": 0.25, "logistic regression": 0.75}})
+    alone = _shipped_summary(row, [row], [0, 1, 2, 3], task, mix)["model"]
+    assert alone == "a combination (global network 0.25, logistic regression 0.75)"
+    partly = _shipped_summary(row, [row], [1, 3], task, mix)["model"]
+    assert partly == (
+        "a combination (MoE 0.25, logistic regression 0.75), the MoE with 2 of 4 clusters "
+        "routed to the global network"
+    )
+    assert _shipped_summary(row, [row], [], task, mix)["model"].startswith("a combination (MoE")
+    assert _shipped_summary(row, [row], [], task)["model"] == "the searched MoE"

@@ -412,17 +412,22 @@ def _shipped_summary(
         and r["model"] not in members
         and not r.get("subset")  # (scored on other windows)
     ]
+    alone = bool(fallback) and len(fallback) == task.n_clusters
+    routed = f"{len(fallback)} of {task.n_clusters} clusters routed to the global network"
     what = (
         "the searched MoE"
         if not fallback
         else "the global network alone"
-        if len(fallback) == task.n_clusters
-        else f"the MoE with {len(fallback)} of {task.n_clusters} clusters routed to the global "
-        "network"
+        if alone
+        else f"the MoE with {routed}"
     )
-    if combination is not None:
-        names = ", ".join(f"{n} {w:.2f}" for n, w in combination[1]["weights_by_name"].items())
-        what = f"a combination ({names}) of {what}"
+    if combination is not None:  # its network member named as what it is
+        weights = combination[1]["weights_by_name"].items()
+        own = "global network" if alone else "MoE"
+        names = ", ".join(f"{own if n == 'MoE' else n} {w:.2f}" for n, w in weights)
+        what = f"a combination ({names})" + (
+            f", the MoE with {routed}" if fallback and not alone else ""
+        )
     return {
         "model": what,
         "validation": row.get("validation"),
