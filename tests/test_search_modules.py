@@ -120,6 +120,23 @@ def test_ledger_retries_once_then_records_the_failure(space) -> None:
     assert [o.arch for o in ledger.store.observations] == [good, flaky]
 
 
+def test_past_the_fence_a_failed_training_is_cut_not_retried_nor_counted(space) -> None:
+    """A training stopped at the time budget's fence before its first evaluation fails;
+    retrying it would be cut too, and a user reading failed_trainings would look for a bug.
+    Its store row stays failed, so a resumed run trains it again."""
+    import time
+
+    from sgem.train.time_fence import training_fence
+
+    a, b = _archs(space, 2)
+    executor = FakeExecutor({a.key, b.key}, fail_first=5)
+    ledger = Ledger(ObservationStore(M), executor, seed=0)
+    with training_fence(time.time() - 1):
+        done = ledger.train([(a, _region(0), "init"), (b, _region(1), "init")], 0)
+    assert done == [None, None] and len(executor.calls) == 1 and ledger.failures == 0
+    assert ledger.store.lookup(a, _region(0)) is None  # trained again on resume
+
+
 def test_best_value_and_measured_objective(space) -> None:
     a, b, c = _archs(space, 3)
     ledger = Ledger(ObservationStore(M), FakeExecutor(), seed=0)

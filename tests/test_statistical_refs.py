@@ -81,3 +81,21 @@ def test_references_score_like_every_other_method(name) -> None:
     # local ETS / Theta models forecast these clean seasonal and trend series better than
     # the last value
     assert row["test_crps"] < naive["test_crps"]
+
+
+#: a weekly history on which AutoETS divided by zero (a `sgem fit` of series with zeros)
+SHORT = [0.0, -0.67702141, 2.36091367, 2.76155, 0.80751209, 0.0, 0.0]
+
+
+def test_autoets_on_a_short_history_says_nothing_to_the_user() -> None:
+    """statsforecast's AutoETS divides by zero on some short histories (7 values, zeros
+    among them; numpy's RuntimeWarning reached `sgem fit`'s output); the fit still returns
+    a finite forecast."""
+    import warnings
+
+    from sgem.baselines.statistical import AutoETSReference
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, (mean, scale) = AutoETSReference().fit_window(np.array(SHORT), 6, 1)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))

@@ -52,10 +52,13 @@ def diverged(context: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> bool:
 
 @contextlib.contextmanager
 def _quiet():
-    """statsforecast's notes on a short history ("Too few residuals after burn-in") are
-    not the user's to act on: silenced around each local fit."""
+    """statsforecast's notes on a short history ("Too few residuals after burn-in") and
+    numpy's on a constant or all-zero one (AutoETS divides by its zero spread; the fit
+    still returns, and a non-finite forecast is caught by `diverged`) are not the
+    user's to act on: silenced around each local fit."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
         yield
 
 

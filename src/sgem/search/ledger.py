@@ -33,6 +33,7 @@ from ..execution.executors import (
 )
 from ..execution.timing import PhaseTimer
 from ..space.arch import Arch
+from ..train.time_fence import fence_passed
 from .objective import measured_hard_objective
 from .store import Observation, ObservationStore, mask_to_str
 
@@ -158,11 +159,19 @@ class Ledger:
         for (i, job, phase), row, out in zip(pending, rows, outcomes, strict=True):
             obs = self._commit_outcome(row, job, phase, iteration, out)
             if obs is None:
-                self.failures += 1
                 retry.append((i, job, phase))
             else:
                 results[i] = obs
-        return retry
+        return self._failed(retry)
+
+    def _failed(self, failed: list) -> list:
+        """The failed jobs to retry, counted as failures. Past the time budget's fence none:
+        a training stopped there before its first evaluation was cut, not broken (its store
+        row stays failed, so a resumed run trains it again), and a retry would be cut too."""
+        if fence_passed():
+            return []
+        self.failures += len(failed)
+        return failed
 
     def _commit_outcome(
         self, row: int | None, job: TrainJob, phase: str, iteration: int, out: JobResult
@@ -243,8 +252,7 @@ class Ledger:
                 if not chunk.recorded:
                     self._record(ticket, chunk)
             self.harvest()
-        self.failures += len(ticket.failed)
-        pending = [(i, job, phase) for i, (job, phase) in enumerate(ticket.failed)]
+        pending = self._failed([(i, job, phase) for i, (job, phase) in enumerate(ticket.failed)])
         retried: dict[int, Observation] = {}
         for attempt in range(2, MAX_ATTEMPTS + 1):
             if not pending:

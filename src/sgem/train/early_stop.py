@@ -85,5 +85,8 @@ class RegionEarlyStopping:
         if self.best_losses is not None:
             return self.best_losses
         if self.last_losses is None:
-            raise RuntimeError("the candidate was never evaluated")
+            raise RuntimeError(
+                "the candidate was never evaluated (its training stopped before the first "
+                "evaluation, e.g. at the time budget's fence)"
+            )
         return self.last_losses
