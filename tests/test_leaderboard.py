@@ -314,3 +314,21 @@ def test_the_shipped_summary_names_the_network_member_as_what_it_is() -> None:
     )
     assert _shipped_summary(row, [row], [], task, mix)["model"].startswith("a combination (MoE")
     assert _shipped_summary(row, [row], [], task)["model"] == "the searched MoE"
+
+
+def test_the_fallback_network_is_not_listed_as_missing_from_the_saved_model() -> None:
+    """Where every cluster goes to the global network, that network is in the saved model:
+    it is not among the members "better on validation, yet not in the saved model"."""
+    from types import SimpleNamespace
+
+    from sgem.leaderboard.contest import _shipped_summary
+
+    net = {"model": "global network (relu<0)", "kind": "network", "validation": {"nll": 0.01}}
+    saved = {"model": "saved model (combination)", "kind": "sgem", "validation": {"nll": 0.02}}
+    mix = (None, {"weights_by_name": {"MoE": 0.4, "logistic regression": 0.6}})
+    task = SimpleNamespace(n_clusters=2)
+    listed = _shipped_summary(saved, [net, saved], [0, 1], task, mix, {net["model"]})
+    assert listed["better_on_validation"] == []
+    assert _shipped_summary(saved, [net, saved], [0, 1], task, mix)["better_on_validation"] == [
+        net["model"]
+    ]

@@ -309,7 +309,7 @@ def _fit(args: argparse.Namespace) -> int:
     result = model.result or {}
     if "experts_auto" in result:
         for row in result["experts_auto"]["candidates"]:
-            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4f}")
+            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}")
         print(f"  chose K={result['experts_auto']['chosen']}")
     print(summarise(result))
     print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")

@@ -158,7 +158,8 @@ def compete(
         "ensemble": _ensemble(task, members, has),
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combined_with)
+    in_it = {best.method} if fallback else set()  # the fallback network is in the saved model
+    report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combined_with, in_it)
     if not combination:
         report["combination"] = COMBINATION_OFF
     return Contest(report, shipped, (ship_val, has), combined_with)
@@ -397,12 +398,18 @@ def _ensemble(task: ClusteredTask, members: list[MethodResult], has: np.ndarray)
 
 
 def _shipped_summary(
-    row: dict, board: list[dict], fallback: list[int], task, combination: tuple | None = None
+    row: dict,
+    board: list[dict],
+    fallback: list[int],
+    task,
+    combination: tuple | None = None,
+    in_it: frozenset[str] | set[str] = frozenset(),
 ) -> dict:
     """What was saved (with its combination's members and weights) and why, and whether a
-    member beats it on validation."""
+    member beats it on validation (`in_it`: the rows of networks the saved model holds)."""
     mine = (row.get("validation") or {}).get("nll")  # (none: a combination fit on the holdout)
     members = set(combination[1]["weights_by_name"] if combination is not None else {})
+    members |= set(in_it)
     better = [
         r["model"]
         for r in board[:-1]

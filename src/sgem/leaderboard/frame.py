@@ -66,8 +66,10 @@ def leaderboard_lines(report: dict | None) -> list[str]:
         lines.append(f"  clusters sent to the global network: {report['fallback_clusters']}")
     if shipped.get("better_on_validation"):
         lines.append(
-            "  better on validation than the saved model (not combinable): "
+            "  better on validation, yet not in the saved model: "
             + ", ".join(shipped["better_on_validation"])
+            + " (a global network is a fallback, not a member; a combination is kept only "
+            "where it clearly gains on rows its weights were not fit on)"
         )
     lines.extend(stage_lines(report))
     ensemble = report.get("ensemble") or {}
