@@ -9,6 +9,12 @@ image folder), the shared M3 and tourism series when ../shared is beside the che
 
     python benchmarks/budgets.py                 # the full set (about 20 minutes)
     python benchmarks/budgets.py --only table    # a subset by name
+
+On a GPU machine, `--device cuda` trains every fit there and then reloads each saved model
+in a process that sees no GPU (CUDA_VISIBLE_DEVICES empty) and predicts with it:
+
+    python benchmarks/budgets.py --device cuda --only breast_cancer-30s digits-60s \
+        m3_other --out benchmarks/results/budgets_cuda.json
 """
 
 from __future__ import annotations
@@ -85,11 +91,44 @@ FITS = [
 ]
 
 
-def run_fit(name: str, data: Path, budget: float, executor: str, flags: list[str], runs: Path):
+def _sgem() -> list[str]:
+    """The `sgem` command, or the module where it is not installed (a machine given the
+    source tree alone, as the GPU machines are)."""
+    return ["sgem"] if shutil.which("sgem") else [sys.executable, "-m", "sgem.cli"]
+
+
+RELOAD = """
+import sys, sgem, torch
+from sgem.run.predict_io import predict_file
+out = predict_file(sgem.load(sys.argv[1]), sys.argv[2])
+print(f"{len(out)} prediction rows, cuda visible: {torch.cuda.is_available()}")
+"""
+
+
+def reload_without_gpu(out: Path, data: Path) -> dict:
+    """Load the saved model in a fresh process that sees no GPU and predict with it."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-c", RELOAD, str(out), str(data)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    said = (proc.stdout if proc.returncode == 0 else proc.stderr).strip()
+    return {"ok": proc.returncode == 0, "said": said[-600:]}
+
+
+def run_fit(
+    name: str,
+    data: Path,
+    budget: float,
+    executor: str,
+    flags: list[str],
+    runs: Path,
+    device: str | None = None,
+):
     out = runs / name
     shutil.rmtree(out, ignore_errors=True)  # a fresh fit: a finished run would be reused
+    if device is not None:
+        flags = [*flags, "--device", device]
     cmd = [
-        "sgem",
+        *_sgem(),
         "fit",
         str(data),
         "--time-budget",
@@ -121,12 +160,18 @@ def run_fit(name: str, data: Path, budget: float, executor: str, flags: list[str
     row["stage_seconds"] = (result.get("clock") or {}).get("stage_seconds")
     row["test_nll"] = result.get("test_nll")
     row["test_accuracy"] = result.get("test_accuracy")
+    if device is not None:
+        row["device"] = device
+        row["reload_without_gpu"] = reload_without_gpu(out, data)
     return row
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="", help="run the fits whose name contains this")
+    p.add_argument(
+        "--only", nargs="*", default=[""], help="run the fits whose name contains one of these"
+    )
+    p.add_argument("--device", default=None, help="sgem fit --device (cuda on a GPU machine)")
     p.add_argument("--runs", default="/tmp/sgem-budgets", help="where run directories go")
     p.add_argument("--out", default=str(RESULTS / "budgets.json"))
     args = p.parse_args()
@@ -134,12 +179,12 @@ def main() -> None:
     paths = write_data(runs / "data")
     rows = []
     for name, key, budget, executor, flags in FITS:
-        if args.only not in name:
+        if not any(part in name for part in args.only):
             continue
         if key not in paths:
             print(f"skip {name}: {key} not available (no ../shared beside the checkout)")
             continue
-        row = run_fit(name, paths[key], budget, executor, flags, runs)
+        row = run_fit(name, paths[key], budget, executor, flags, runs, args.device)
         rows.append(row)
         mark = "ok  " if row["within"] and row["returncode"] == 0 else "FAIL"
         said = row.get("why_it_ended") or row.get("error", "")
@@ -157,9 +202,17 @@ def main() -> None:
         "commit": commit,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
         "seed": 0,
+        "device": args.device or "cpu",
         "fits": rows,
         "all_within": all(r["within"] and r["returncode"] == 0 for r in rows),
     }
+    if args.device is not None:
+        import torch
+
+        doc["machine"] += f", torch {torch.__version__}"
+        if torch.cuda.is_available():
+            doc["machine"] += f", {torch.cuda.get_device_name(0)}"
+        doc["all_reload_without_gpu"] = all(r.get("reload_without_gpu", {}).get("ok") for r in rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print(
