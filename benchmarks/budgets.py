@@ -202,6 +202,7 @@ def main() -> None:
         "commit": commit,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
         "seed": 0,
+        "command": " ".join(["python benchmarks/budgets.py", *sys.argv[1:]]),
         "device": args.device or "cpu",
         "fits": rows,
         "all_within": all(r["within"] and r["returncode"] == 0 for r in rows),
