@@ -351,6 +351,13 @@ def test_a_budgeted_search_runs_on_to_its_cap_while_the_deadline_allows(caplog):
     # without a deadline the cap is not used: the configured count is the search
     plain = SGEM(TabularSpace(), cfg, seed=0, progress=False).fit(task, iteration_cap=3)
     assert plain.selection["iterations_run"] == 1
+    # a step past the planned count must end a final-stage reserve before the deadline:
+    # with a margin longer than the time left, the planned step runs and no other
+    held = SGEM(TabularSpace(), cfg, seed=0, progress=False).fit(
+        task, deadline=time.perf_counter() + 600, iteration_cap=3, extension_margin=900.0
+    )
+    assert held.selection["iterations_run"] == 1
+    assert "stopped_at_deadline_after_iteration" not in held.selection  # the planned end
 
 
 def test_the_deadline_keeps_the_finalisation_its_trainings() -> None:

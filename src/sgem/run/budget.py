@@ -320,13 +320,25 @@ def deadline(plan: dict | None, references_done: bool = False) -> float | None:
     (their time is spent, not reserved)."""
     if plan is None:
         return None
-    t = plan["candidate_seconds"]
-    # (a plan written before the finalisation was priced: ~8 trainings, twice for overhead)
-    finalisation = plan.get("finalisation_seconds_estimate", 2.0 * 8 * t)
-    reserve = plan["final_retrain_seconds_estimate"] + finalisation
+    reserve = final_stage_reserve(plan)
     if not references_done:
         reserve += plan.get("references_seconds_estimate", 0.0)  # the leaderboard's local fits
     return plan["_training_ends"] - reserve
+
+
+def final_stage_reserve(plan: dict | None) -> float:
+    """The seconds the search's deadline keeps for what follows it: the final retrain and the
+    finalisation. A step past the planned EM iterations must end this much earlier again
+    (`SGEM.fit(extension_margin=...)`): the estimate is off by up to 2x either way, an extra
+    iteration gains little, and a cut final stage ships barely trained experts (a 5-minute
+    fit of 923 monthly series ran a second, unplanned iteration, and its experts got 0-1
+    steps of their final training)."""
+    if plan is None:
+        return 0.0
+    t = plan["candidate_seconds"]
+    # (a plan written before the finalisation was priced: ~8 trainings, twice for overhead)
+    finalisation = plan.get("finalisation_seconds_estimate", 2.0 * 8 * t)
+    return plan["final_retrain_seconds_estimate"] + finalisation
 
 
 def _reference_seconds(task: ClusteredTask, space: CellSpace, limit: float) -> float:
@@ -451,6 +463,7 @@ __all__ = [
     "REFERENCES_SHARE",
     "apply_plan",
     "deadline",
+    "final_stage_reserve",
     "final_units",
     "minimum_seconds",
     "parse_duration",

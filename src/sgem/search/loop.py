@@ -65,6 +65,7 @@ class Search(Protocol):
     progress: bool
     deadline: float | None
     iteration_cap: int | None
+    extension_margin: float
     listener: Callable[[str, dict], None]
     store_: ObservationStore
     ledger_: Ledger
@@ -164,6 +165,8 @@ class SearchLoop:
         stopped, last = False, t_done
         for t in steps:  # a step that would end past the deadline does not start
             late = time.perf_counter() + self.cost.expected(t)
+            if t > search.config.n_iterations:  # unplanned: leaves a margin (see `SGEM.fit`)
+                late += search.extension_margin
             if search.deadline is not None and late > search.deadline:
                 stopped = True
                 break

@@ -104,6 +104,7 @@ class SGEM:
         self.progress = progress
         self.deadline: float | None = None
         self.iteration_cap: int | None = None
+        self.extension_margin = 0.0
         self.listener = listener or (lambda event, payload: None)
         self.device = device
 
@@ -116,6 +117,7 @@ class SGEM:
         resume: bool = False,
         deadline: float | None = None,
         iteration_cap: int | None = None,
+        extension_margin: float = 0.0,
     ) -> SearchResult:
         """Run the search. `executor` is an Executor or the name of one ("inline",
         "batched", "processes", "ray"); `resume=True` continues from the store's last
@@ -124,8 +126,11 @@ class SGEM:
         architectures per expert), so a time budget always ends in a result. With a
         deadline, `iteration_cap`: the loop runs on past `config.n_iterations` (then the
         count a time budget's pilot expected to fit) up to this many while the deadline
-        allows; stopping there is the planned end, not a cut."""
+        allows; stopping there is the planned end, not a cut. A step past the planned count
+        must end `extension_margin` seconds before the deadline (a time budget: one more
+        final-stage reserve, `sgem.run.budget.extension_margin`)."""
         self.deadline, self.iteration_cap = deadline, iteration_cap
+        self.extension_margin = float(extension_margin)
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         if k_experts > m:
