@@ -230,3 +230,37 @@ def test_norefit_reaches_the_direct_forecasters(task, space):
     # the same tracking run: the refit scales its best step, the kept network is at it
     assert refit["steps"] == round(kept["steps"] * (n_tr + n_va) / n_tr)
     assert kept["test_nll"] != refit["test_nll"]
+
+
+def test_a_refit_that_cannot_end_before_the_fence_keeps_the_tracked_network(task, space, trainer):
+    """Under a time budget, an expert whose refit from scratch would be cut at the fence
+    keeps its tracking run's best network (trained on the training split): the refit would
+    end less trained, or, when the tracking run itself was cut, after one step (an untrained
+    network: a 5-minute fit of 923 monthly series saved experts that were)."""
+    import time
+
+    from sgem.final import expert_fit
+    from sgem.final.expert_fit import ExpertJob, fit_expert
+    from sgem.train.time_fence import training_fence
+
+    arch = _arch(space)
+    every = np.ones(task.n_clusters, dtype=bool)
+    rule = ValidationLength(max_factor=1.0, n_evals=4, patience=None)
+    job = ExpertJob(0, arch, every, 7, 12, None, rule)
+    assert expert_fit._refit_ends_in_time({"stopped_at": 10, "refit_steps": 10}, 1.0)  # no fence
+    with training_fence(time.time() + 3600):
+        assert expert_fit._refit_ends_in_time({"stopped_at": 10, "refit_steps": 10}, 1.0)
+        assert not expert_fit._refit_ends_in_time({"stopped_at": 10, "refit_steps": 20}, 2e4)
+        refitted = fit_expert(task, trainer, job)  # in time: refitted on train + validation
+        assert "refit_skipped" not in refitted.length and refitted.module is not None
+        with pytest.MonkeyPatch.context() as mp:  # a refit that would end past the fence
+            mp.setattr(expert_fit, "_refit_ends_in_time", lambda length, seconds: False)
+            kept = fit_expert(task, trainer, job)
+    assert (
+        kept.module is None and kept.state is not None and "fence" in kept.length["refit_skipped"]
+    )
+    assert kept.steps == kept.length["best_step"]
+    model, _, _ = kept.materialise(trainer, arch)
+    tracked = trainer.fit(arch, trainer.x_train, trainer.y_train, seed=7, steps=kept.steps)
+    for a, b in zip(model.state_dict().values(), tracked.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)

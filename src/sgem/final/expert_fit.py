@@ -9,6 +9,7 @@ of them side by side on a processes executor's workers, or here, with the same n
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ from torch import nn
 from ..data.task import ClusteredTask
 from ..execution.progress import stage_bar
 from ..space.arch import Arch
+from ..train.time_fence import fence
 from ..train.trainer import Trainer
 from .length import LengthChoice, ValidationLength, expert_length
 
@@ -140,21 +142,41 @@ def fit_expert(
     length = None if keep_tracked else job.known_length
     track_state, val_output = None, None
     if length is None and job.rule is not None:
+        began = time.perf_counter()
         choice = _validation_length(task, trainer, job, x, y)
         if choice is not None:
             length, track_state = choice.to_json(), choice.best_state
             val_output = choice.val_output
+            late = not _refit_ends_in_time(length, time.perf_counter() - began)
+            if late and track_state is not None and job.init is None and not keep_tracked:
+                keep_tracked = True
+                length["refit_skipped"] = "it would not end before the time budget's fence"
     if length is not None:
         k_steps = int(length["refit_steps"])
     elif job.init is not None:  # nothing to choose a fine-tuning length on: keep the start
         k_steps = 0
+    kept = track_state if job.keep_track_state else None  # (sent back where asked for)
     if job.track_only:
-        return ExpertFit(k_steps, length, track_state=track_state, val_output=val_output)
+        return ExpertFit(k_steps, length, track_state=kept, val_output=val_output)
     if keep_tracked and track_state is not None:  # the tracked network is the final one
-        return ExpertFit(k_steps, length, state=track_state, val_output=val_output)
+        # (also where a refit from scratch would be cut at the budget's fence before its
+        # length: it would end less trained than the tracked network, or barely trained)
+        skipped = length is not None and "refit_skipped" in length
+        steps = int(length["best_step"]) if skipped and length is not None else k_steps
+        return ExpertFit(steps, length, state=track_state, track_state=kept, val_output=val_output)
     init = job.init.refit_state if job.init is not None else None
     module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init)
-    return ExpertFit(k_steps, length, module=module, track_state=track_state, val_output=val_output)
+    return ExpertFit(k_steps, length, module=module, track_state=kept, val_output=val_output)
+
+
+def _refit_ends_in_time(length: dict, tracked_seconds: float) -> bool:
+    """Whether a refit of `length["refit_steps"]` steps ends before the time budget's fence,
+    at the tracking run's seconds per step (always, without a fence)."""
+    at = fence()
+    if at is None:
+        return True
+    per_step = tracked_seconds / max(int(length.get("stopped_at") or 1), 1)
+    return time.time() + per_step * int(length["refit_steps"]) <= at
 
 
 def fit_expert_jobs(
@@ -217,5 +239,6 @@ def _validation_length(
         base,
         job.rule,
         init_state=job.init.track_state if job.init is not None else None,
-        keep_best_state=job.keep_track_state or not job.rule.refit,
+        # (under a time budget also: where the refit cannot end in time, this is kept)
+        keep_best_state=job.keep_track_state or not job.rule.refit or fence() is not None,
     )
