@@ -141,6 +141,7 @@ def fit_expert(
     # without a refit the final network is the tracked one: track again to have its weights
     length = None if keep_tracked else job.known_length
     track_state, val_output = None, None
+    tracked_steps: int | None = None  # set where the refit is skipped: the tracked length
     if length is None and job.rule is not None:
         began = time.perf_counter()
         choice = _validation_length(task, trainer, job, x, y)
@@ -149,7 +150,7 @@ def fit_expert(
             val_output = choice.val_output
             late = not _refit_ends_in_time(length, time.perf_counter() - began)
             if late and track_state is not None and job.init is None and not keep_tracked:
-                keep_tracked = True
+                keep_tracked, tracked_steps = True, int(length["best_step"])
                 length["refit_skipped"] = "it would not end before the time budget's fence"
     if length is not None:
         k_steps = int(length["refit_steps"])
@@ -161,8 +162,7 @@ def fit_expert(
     if keep_tracked and track_state is not None:  # the tracked network is the final one
         # (also where a refit from scratch would be cut at the budget's fence before its
         # length: it would end less trained than the tracked network, or barely trained)
-        skipped = length is not None and "refit_skipped" in length
-        steps = int(length["best_step"]) if skipped and length is not None else k_steps
+        steps = k_steps if tracked_steps is None else tracked_steps
         return ExpertFit(steps, length, state=track_state, track_state=kept, val_output=val_output)
     init = job.init.refit_state if job.init is not None else None
     module = trainer.fit(job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init)

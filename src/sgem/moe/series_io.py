@@ -65,17 +65,13 @@ def read_series(model: Any, source: str | os.PathLike | pd.DataFrame) -> SeriesD
     from ..data.files import read_long_series
 
     columns = model.spec.info.get("series_columns") or {}
-    if not isinstance(source, pd.DataFrame):
-        path = Path(source)
-        if not path.exists():
-            raise SgemUserError(f"input {path} does not exist")
-        if path.suffix.lower() not in SERIES_SUFFIXES:
-            raise SgemUserError(
-                f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
-                f"file, not {path.name}"
-            )
     name = "the DataFrame" if isinstance(source, pd.DataFrame) else Path(source).name
-    data = read_long_series(source, **columns)
+    if not isinstance(source, pd.DataFrame) and Path(source).suffix.lower() not in SERIES_SUFFIXES:
+        raise SgemUserError(
+            f"a forecaster reads a long-format CSV/Parquet (unique_id, ds, y) or a .tsf "
+            f"file, not {name}"
+        )
+    data = read_long_series(source, **columns)  # (a missing file is refused there)
     fitted = model.spec.info.get("freq")
     if fitted and data.freq and not _same_step(fitted, data.freq):
         raise SgemUserError(

@@ -200,7 +200,7 @@ def merge(base: dict, override: dict, path: str = "") -> dict:
         if key not in out and not (path == "" and key in OPTIONAL):
             known = sorted({*out, *OPTIONAL}) if path == "" else sorted(out)
             raise SgemUserError(f"unknown config key {path + key!r}; known: {known}")
-        if isinstance(value, dict) and isinstance(out[key], dict):
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge(out[key], value, f"{path}{key}.")
         else:
             out[key] = value

@@ -128,7 +128,7 @@ class SGEM:
         count a time budget's pilot expected to fit) up to this many while the deadline
         allows; stopping there is the planned end, not a cut. A step past the planned count
         must end `extension_margin` seconds before the deadline (a time budget: one more
-        final-stage reserve, `sgem.run.budget.extension_margin`)."""
+        final-stage reserve, `sgem.run.budget.final_stage_reserve`)."""
         self.deadline, self.iteration_cap = deadline, iteration_cap
         self.extension_margin = float(extension_margin)
         cfg = self.config
