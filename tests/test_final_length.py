@@ -264,3 +264,42 @@ def test_a_refit_that_cannot_end_before_the_fence_keeps_the_tracked_network(task
     tracked = trainer.fit(arch, trainer.x_train, trainer.y_train, seed=7, steps=kept.steps)
     for a, b in zip(model.state_dict().values(), tracked.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_a_refit_the_fence_cut_short_gives_way_to_the_tracked_network(task, space, trainer):
+    """A refit that started in time but was stopped by the fence before its length (other
+    jobs slowed it) is a network left mid-schedule: the tracked network is shipped instead,
+    and its length record says so."""
+    import time
+
+    import sgem.train.trainer as trainer_module
+    from sgem.final import expert_fit
+    from sgem.final.expert_fit import ExpertJob, fit_expert
+    from sgem.train.time_fence import training_fence
+
+    arch = _arch(space)
+    every = np.ones(task.n_clusters, dtype=bool)
+    rule = ValidationLength(max_factor=1.0, n_evals=4, patience=None)
+    job = ExpertJob(0, arch, every, 7, 12, None, rule)
+    tracked_done = {"yes": False}
+    track = expert_fit._validation_length
+
+    def tracking_then_flag(*args, **kwargs):
+        out = track(*args, **kwargs)
+        tracked_done["yes"] = True  # the fence "passes" once the tracking run is over
+        return out
+
+    with training_fence(time.time() + 3600), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(expert_fit, "_validation_length", tracking_then_flag)
+        mp.setattr(expert_fit, "fence_passed", lambda: tracked_done["yes"])
+        mp.setattr(trainer_module, "fence_passed", lambda: tracked_done["yes"])
+        cut = fit_expert(task, trainer, job)
+    assert cut.module is None and cut.state is not None and "fence" in cut.length["refit_cut"]
+    assert cut.steps == cut.length["best_step"]
+    model, _, _ = cut.materialise(trainer, arch)
+    tracked = trainer.fit(arch, trainer.x_train, trainer.y_train, seed=7, steps=cut.steps)
+    for a, b in zip(model.state_dict().values(), tracked.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b)
+    with training_fence(time.time() + 3600):  # not cut: refitted as before
+        whole = fit_expert(task, trainer, job)
+    assert "refit_cut" not in whole.length and whole.module is not None

@@ -119,7 +119,7 @@ def test_a_short_budget_makes_the_forecasting_final_stage_cheaper(tmp_path, monk
     model = sgem.fit(path, horizon=7, out=out, progress=False, config=override, time_budget=60)
     plan = json.loads((out / "budget_plan.json").read_text())
     assert plan["reduced"][0].startswith("no champion cell") and plan["champion_cells"] == 0
-    assert plan["final_length"] in ("validation", "fixed")
+    assert plan["final_length"] in ("validation-warm-norefit", "validation-norefit", "fixed")
     assert plan["full_final_stage_needs_seconds"] > 60
     result = model.result
     assert result["time_budget"]["reduced"] == plan["reduced"]
@@ -224,21 +224,29 @@ def test_budget_prices_the_reference_networks_of_a_table() -> None:
 
 def test_budget_plan_makes_the_final_stage_cheaper_when_it_does_not_fit() -> None:
     """The forecasting presets' final stage (warm starts + a champion cell) costs tens of
-    candidate trainings; a short budget gives up the champion, then warm starts, then the
-    validation-chosen length, then final steps, and says so."""
+    candidate trainings; a short budget gives up the champion, then the warm networks' refit,
+    then warm starts, then the validation-chosen length, then final steps, and says so."""
     from sgem.run.budget import FINAL_SHARE, MIN_STEP_FRACTION, apply_plan
 
     cfg = SearchConfig(n_experts=4, champion_cells=16, final_steps=500)
     ladder = [
         final_units(cfg, "validation-warm", 1.2),
         final_units(replace(cfg, champion_cells=0), "validation-warm", 1.2),
-        final_units(cfg, "validation", 1.2),
+        final_units(replace(cfg, champion_cells=0), "validation-warm-norefit", 1.2),
+        final_units(cfg, "validation-norefit", 1.2),
         final_units(cfg, "fixed", 1.2),
     ]
     assert ladder == sorted(ladder, reverse=True) and ladder[0] > ladder[1] + 16
     roomy, plan = plan_search(cfg, 10_000, 1.0, final_length="validation-warm", data_ratio=1.2)
     assert roomy.champion_cells == 16 and "reduced" not in plan and "final_length" not in plan
-    for seconds, length in ((2 * ladder[1] + 1, "validation-warm"), (30, "fixed"), (4, "fixed")):
+    steps = (
+        (2 * ladder[1] + 1, "validation-warm"),
+        (2 * ladder[2] + 1, "validation-warm-norefit"),
+        (2 * ladder[3] + 1, "validation-norefit"),
+        (30, "fixed"),
+        (4, "fixed"),
+    )
+    for seconds, length in steps:
         tight, plan = plan_search(cfg, seconds, 1.0, final_length="validation-warm", data_ratio=1.2)
         assert tight.champion_cells == 0 and plan["final_length"] == length
         assert plan["reduced"][0].startswith("no champion cell")
