@@ -54,6 +54,9 @@ FINAL_SHARE = 0.5
 #: allows, up to this many times the configured count (5-minute fits on the M3 files ended
 #: after 156-233 s: the planned iterations ran faster than the pilot said)
 ITERATION_CAP_FACTOR = 2
+#: the share of the final stage's reserve an unplanned EM step must leave besides it
+#: (`extension_margin`)
+EXTENSION_MARGIN = 0.5
 
 
 #: a forecaster's classical references (AutoETS, AutoTheta) come before the search where
@@ -337,13 +340,20 @@ def deadline(plan: dict | None, references_done: bool = False) -> float | None:
     return plan["_training_ends"] - reserve
 
 
+def extension_margin(plan: dict | None) -> float:
+    """How much earlier than the deadline an EM step past the planned ones must end
+    (`SGEM.fit(extension_margin=...)`): the final stage's estimate is off by up to 2x either
+    way, an extra iteration gains little, and a cut final stage costs (a 5-minute fit of 923
+    monthly series ran a second, unplanned iteration with no margin, and its experts got 0-1
+    steps of their final training). A whole reserve left a 5-minute quarterly fit at 118 s;
+    since a refit the fence cuts gives way to its tracked network, half of it is kept."""
+    return EXTENSION_MARGIN * final_stage_reserve(plan)
+
+
 def final_stage_reserve(plan: dict | None) -> float:
     """The seconds the search's deadline keeps for what follows it: the final retrain and the
-    finalisation. A step past the planned EM iterations must end this much earlier again
-    (`SGEM.fit(extension_margin=...)`): the estimate is off by up to 2x either way, an extra
-    iteration gains little, and a cut final stage ships barely trained experts (a 5-minute
-    fit of 923 monthly series ran a second, unplanned iteration, and its experts got 0-1
-    steps of their final training)."""
+    finalisation. A step past the planned EM iterations must end `EXTENSION_MARGIN` of it
+    earlier again (`extension_margin`)."""
     if plan is None:
         return 0.0
     t = plan["candidate_seconds"]
@@ -474,6 +484,7 @@ __all__ = [
     "REFERENCES_SHARE",
     "apply_plan",
     "deadline",
+    "extension_margin",
     "final_stage_reserve",
     "final_units",
     "minimum_seconds",

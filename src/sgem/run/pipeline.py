@@ -36,7 +36,7 @@ from ..search.config import SearchConfig
 from ..search.store import ObservationStore
 from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
-from .budget import deadline, final_stage_reserve, plan_run, tail_seconds
+from .budget import deadline, extension_margin, plan_run, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import classical_first, table_references
 from .run_result import (
@@ -311,7 +311,7 @@ def _stages(
             executor=executor,
             resume=resume,
             iteration_cap=(plan or {}).get("iteration_cap"),
-            extension_margin=final_stage_reserve(plan),
+            extension_margin=extension_margin(plan),
         )
         protocol = method.protocol(budget)
         try:

@@ -127,8 +127,8 @@ class SGEM:
         deadline, `iteration_cap`: the loop runs on past `config.n_iterations` (then the
         count a time budget's pilot expected to fit) up to this many while the deadline
         allows; stopping there is the planned end, not a cut. A step past the planned count
-        must end `extension_margin` seconds before the deadline (a time budget: one more
-        final-stage reserve, `sgem.run.budget.final_stage_reserve`)."""
+        must end `extension_margin` seconds before the deadline (a time budget: half the
+        final stage's reserve, `sgem.run.budget.extension_margin`)."""
         self.deadline, self.iteration_cap = deadline, iteration_cap
         self.extension_margin = float(extension_margin)
         cfg = self.config
