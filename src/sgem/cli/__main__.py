@@ -1,0 +1,7 @@
+"""`python -m sgem.cli ...`: the `sgem` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,258 @@
+"""What each `sgem` command does, given its parsed arguments; an exit code back.
+
+Heavy imports happen inside the commands, so `sgem --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+#: a user's mistake (`SgemUserError`, a missing file, ...): one line, this exit code
+EXIT_USER_ERROR = 2
+#: Ctrl-C: the run directory keeps what is finished; `sgem resume` continues it
+EXIT_INTERRUPTED = 130
+
+
+def _fail(message: str) -> int:
+    print(f"sgem: error: {message}", file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..run.pipeline import resume_experiment, run_experiment, summarise
+
+    out = args.rundir if args.command == "resume" else args.out
+    if out is None:
+        out = f"runs/{args.preset}-seed{args.seed}"
+    common = dict(
+        progress=not args.quiet,
+        executor=args.executor,
+        workers=args.workers,
+        ray_address=args.ray_address,
+        gpus_per_task=args.gpus_per_task,
+    )
+    try:
+        if args.command == "run":
+            result = run_experiment(
+                args.preset,
+                seed=args.seed,
+                out=out,
+                config_file=args.config,
+                device=args.device,
+                **common,
+            )
+        else:
+            result = resume_experiment(out, **common)
+    except KeyboardInterrupt:
+        print(
+            f"\nsgem: interrupted. Finished trainings are saved in {out}/store.sqlite; "
+            f"continue with:\n    sgem resume {out}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if result.get("reused"):
+        print("(this run directory already holds the finished run with this config)")
+    print(summarise(result))
+    print(f"  run directory: {out}  (model: {out}/model; sgem show {out})")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..run.fitting import fit
+    from ..run.pipeline import summarise
+
+    out = args.out or f"runs/fit-{Path(args.data).stem or 'data'}-seed{args.seed}"
+    try:
+        model = fit(
+            args.data,
+            out=out,
+            progress=not args.quiet,
+            executor=args.executor,
+            workers=args.workers,
+            ray_address=args.ray_address,
+            gpus_per_task=args.gpus_per_task,
+            n_experts=args.experts,
+            kind=args.kind,
+            target=args.target,
+            task_kind=args.task,
+            features=args.features.split(",") if args.features else None,
+            horizon=args.horizon,
+            context=args.context,
+            image_size=args.image_size,
+            n_clusters=args.clusters,
+            time_budget=args.time_budget,
+            seed=args.seed,
+            config=args.config,
+            device=args.device,
+            id_col=args.id_col,
+            time_col=args.time_col,
+            value_col=args.value_col,
+            missing=args.missing,
+            combine=args.combine,
+            started=args.started,
+        )
+    except KeyboardInterrupt:
+        print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    result = model.result or {}
+    if "experts_auto" in result:
+        for row in result["experts_auto"]["candidates"]:
+            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}")
+        print(f"  chose K={result['experts_auto']['chosen']}")
+    print(summarise(result))
+    print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")
+    return 0
+
+
+def _quantiles(text: str) -> tuple[float, ...]:
+    """`--quantiles` as levels strictly between 0 and 1, checked before any model loads."""
+    from ..errors import SgemUserError
+    from ..moe.calibration import quantile_levels
+
+    try:
+        return quantile_levels([float(q) for q in text.split(",")])
+    except ValueError as exc:
+        raise SgemUserError(f"--quantiles must be numbers like 0.1,0.5,0.9: {exc}") from exc
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from ..execution.progress import shown
+    from ..moe.model import load
+    from ..run.predict_io import predict_file, write_table
+
+    quantiles = _quantiles(args.quantiles)
+    model = load(args.model)
+    with shown(True):  # (a combination refits AutoETS per series: a minute for 2000)
+        frame = predict_file(model, args.input, quantiles=quantiles)
+    path = write_table(frame, args.out)
+    print(f"wrote {len(frame)} rows to {path}")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..moe.explain import explain_lines, targets_in
+    from ..moe.model import load
+    from ..run.predict_io import read_input, write_table
+
+    model = load(args.model)
+    x, ids = read_input(model, args.input)
+    frame = model.explain(x, ids=ids)
+    importance = None
+    if args.importance:
+        importance = model.explain_importance(x, targets_in(model, x, args.input))
+    print("\n".join(explain_lines(model, frame, importance, rows=max(args.rows, 0))))
+    if args.out:
+        print(f"wrote {len(frame)} rows to {write_table(frame, args.out)}")
+        if importance is not None:
+            out = Path(args.out)
+            path = write_table(importance, out.with_name(f"{out.stem}.importance{out.suffix}"))
+            print(f"wrote the importance table to {path}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ..moe.model import load
+
+    quantiles = _quantiles(args.quantiles)
+    print(load(args.model).export_onnx(args.out, quantiles=quantiles).describe())
+    return 0
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    from ..leaderboard import leaderboard_lines
+    from ..moe.model import load
+
+    model = load(args.model)
+    print("\n".join(leaderboard_lines(model.spec.info.get("leaderboard"))))
+    if args.csv:
+        model.leaderboard().to_csv(args.csv, index=False)
+        print(f"  written to {args.csv}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..moe.model import load
+    from ..report.cell_figures import draw_cells
+
+    model = load(args.model)
+    print(model.summary())
+    spec = model.spec
+    cells = Path(args.cells) if args.cells else Path(args.model) / "model" / "cells.png"
+    if not cells.parent.is_dir():
+        cells = Path(args.model) / "cells.png"
+    titles = [
+        f"expert {k} ({int((model.assignment == k).sum())} clusters)" for k in range(spec.n_experts)
+    ]
+    draw_cells(spec.architectures, cells, spec.space.get("kind", "tabular"), titles)
+    print(f"  cells drawn in {cells}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from ..report.figures import plot_convergence
+    from ..run.rundir import RunDirectory, RunDirectoryError
+
+    rundir = RunDirectory(args.rundir)
+    if not rundir.file("trace.jsonl").exists():
+        raise RunDirectoryError(f"{args.rundir} holds no trace.jsonl: not a run directory")
+    paths = [plot_convergence(rundir.read_trace(), rundir.file("convergence.png"))]
+    task_cfg = rundir.read_config().get("run", {}).get("task", {})
+    if rundir.is_complete and task_cfg.get("name") == "images":
+        from ..report.image_figures import plot_run_representatives
+
+        paths.append(plot_run_representatives(rundir.path))
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def _ops(args: argparse.Namespace) -> int:
+    import json
+
+    from ..report.analysis import format_op_table, load_run, op_effects
+
+    runs = [load_run(d) for d in args.rundirs]
+    table = op_effects(runs, n_bootstrap=args.bootstrap)
+    print(format_op_table(table))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+    return 0
+
+
+def _download(args: argparse.Namespace) -> int:
+    from ..data.download import download_dataset
+
+    paths = download_dataset(
+        args.name,
+        args.directory,
+        names=args.members or None,
+        mirror=args.mirror,
+        progress=not args.quiet,
+    )
+    for path in paths:
+        print(f"ready: {path}")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": _run,
+    "fit": _fit,
+    "resume": _run,
+    "predict": _predict,
+    "show": _show,
+    "leaderboard": _leaderboard,
+    "explain": _explain,
+    "export": _export,
+    "plot": _plot,
+    "ops": _ops,
+    "download": _download,
+}
