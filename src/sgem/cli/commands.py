@@ -62,12 +62,12 @@ def _run(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..run.fitting import fit
+    from ..run.fitting import fit_and_save
     from ..run.pipeline import summarise
 
     out = args.out or f"runs/fit-{Path(args.data).stem or 'data'}-seed{args.seed}"
     try:
-        model = fit(
+        _, result = fit_and_save(
             args.data,
             out=out,
             progress=not args.quiet,
@@ -98,7 +98,6 @@ def _fit(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    result = model.result or {}
     if "experts_auto" in result:
         for row in result["experts_auto"]["candidates"]:
             print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}")
