@@ -183,7 +183,7 @@ def test_named_streams_are_the_old_literals():
 
 
 def test_final_length_is_checked_and_forecasting_presets_choose_it_on_validation() -> None:
-    assert load_run_config("ts-offline").final_length == "validation-warm"
+    assert load_run_config("ts-offline").final_length == "validation-warm-twins"
     assert load_run_config("ts-paper").final_length == "validation-warm"
     assert load_run_config("toy").final_length == "fixed"
     data = load_run_config("toy").to_dict() | {"final_length": "early"}

@@ -59,6 +59,8 @@ class FinalCheck:
     starts: dict[str, WarmStart] | None = None
     #: per expert: its tracking run's validation outputs (`LengthChoice.val_output`)
     known_outputs: list[np.ndarray | None] | None = None
+    #: per expert, under `rule.twins`: its tracking run's weights (the twin's tracked half)
+    known_states: list[dict | None] | None = None
 
 
 def contenders(selection: dict, n_partitions: int) -> list[tuple[int, ...]]:
@@ -151,6 +153,7 @@ def final_check(
                     rule,
                     True,
                     init=starts[arch.key] if warm and starts is not None else None,
+                    keep_track_state=rule.twins,  # the chosen ones' twins (`sgem.moe.twin`)
                 ),
             )
     fits = fit_expert_jobs(task, trainer, list(jobs.values()), executor, desc="tracking runs")
@@ -163,6 +166,7 @@ def final_check(
         chosen_archs: list[Arch] = []
         lengths: list[dict | None] = []
         outputs: list[np.ndarray | None] = []
+        states: list[dict | None] = []
         regions: list[dict[str, Any]] = []
         for k in range(n_experts):
             region = labels == k
@@ -176,6 +180,7 @@ def final_check(
                 chosen_archs.append(fallback_arch)
                 lengths.append(None)
                 outputs.append(None)
+                states.append(None)
                 regions.append({"expert": k, "clusters": int(region.sum()), "judged": False})
                 continue
             nll, _, arch, length = min(options, key=lambda o: (o[0], o[1]))
@@ -184,6 +189,7 @@ def final_check(
             chosen_archs.append(arch)
             lengths.append(length)
             outputs.append(by_key[(arch.key, region.tobytes(), k)].val_output)
+            states.append(by_key[(arch.key, region.tobytes(), k)].track_state)
             regions.append(
                 {
                     "expert": k,
@@ -206,15 +212,16 @@ def final_check(
             }
         )
         if mean is not None and (best is None or mean < best[0]):
-            best = (mean, p, chosen_archs, lengths, outputs)
+            best = (mean, p, chosen_archs, lengths, outputs, states)
     known: list[dict | None]
     known_outputs: list[np.ndarray | None]
+    known_states: list[dict | None]
     if best is None:  # nothing could be judged: keep the return rule's answer
         chosen_p, final_archs, known = 0, archs0, [None] * n_experts
-        known_outputs = [None] * n_experts
+        known_outputs, known_states = [None] * n_experts, [None] * n_experts
         final_assignment = assignment0
     else:
-        _, chosen_p, final_archs, known, known_outputs = best
+        _, chosen_p, final_archs, known, known_outputs, known_states = best
         final_assignment = np.array(partitions[chosen_p])
     for p, row in enumerate(report_rows):
         row["chosen"] = p == chosen_p
@@ -229,7 +236,13 @@ def final_check(
         "seconds": round(time.perf_counter() - start, 3),
     }
     return FinalCheck(
-        final_assignment, list(final_archs), list(known), report, starts, list(known_outputs)
+        final_assignment,
+        list(final_archs),
+        list(known),
+        report,
+        starts,
+        list(known_outputs),
+        list(known_states) if rule.twins else None,
     )
 
 

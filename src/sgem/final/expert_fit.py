@@ -18,6 +18,7 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..execution.progress import stage_bar
+from ..moe.twin import TwinExpert
 from ..space.arch import Arch
 from ..train.time_fence import fence, fence_passed
 from ..train.trainer import Trainer
@@ -66,6 +67,11 @@ class ExpertJob:
     init: WarmStart | None = None
     #: send back the tracking run's weights at the chosen length (a global network's)
     keep_track_state: bool = False
+    #: a final expert under `rule.twins`: shipped as its refit and its tracked network
+    #: averaged (`sgem.moe.twin`); `known_state`: the tracked weights of the `known_length`
+    #: run (the second look's), where this job does not track again
+    twin: bool = False
+    known_state: dict[str, torch.Tensor] | None = None
 
 
 @dataclass
@@ -82,14 +88,22 @@ class ExpertFit:
     #: the tracking run's outputs on the region's validation samples at the chosen length
     #: (`LengthChoice.val_output`): the expert's out-of-sample validation predictions
     val_output: np.ndarray | None = None
+    #: a twin's tracked network (`ExpertJob.twin`): the expert is both, averaged
+    twin_state: dict[str, torch.Tensor] | None = None
 
     def portable(self) -> ExpertFit:
         """The weights on the CPU instead of the module, to send between processes."""
         track = _cpu(self.track_state) if self.track_state is not None else None
+        twin = _cpu(self.twin_state) if self.twin_state is not None else None
         # a tracking run only has no module: nothing to send but its summary
         state = self.state if self.module is None else _cpu(self.module.state_dict())
         return ExpertFit(
-            self.steps, self.length, state=state, track_state=track, val_output=self.val_output
+            self.steps,
+            self.length,
+            state=state,
+            track_state=track,
+            val_output=self.val_output,
+            twin_state=twin,
         )
 
     def weights(self) -> dict[str, torch.Tensor]:
@@ -106,6 +120,11 @@ class ExpertFit:
             with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
                 module = trainer.build(arch)
             module.load_state_dict(self.state)
+        if self.twin_state is not None:  # the refit and the tracked network, averaged
+            with torch.random.fork_rng(devices=[]):
+                tracked = trainer.build(arch)
+            tracked.load_state_dict(self.twin_state)
+            module = TwinExpert([module, tracked.to(trainer.device).eval()], trainer.task.loss)
         return module, self.steps, self.length
 
 
@@ -140,7 +159,7 @@ def fit_expert(
     keep_tracked = job.rule is not None and not job.rule.refit
     # without a refit the final network is the tracked one: track again to have its weights
     length = None if keep_tracked else job.known_length
-    track_state, val_output = None, None
+    track_state, val_output = (job.known_state if length is not None else None), None
     tracked_steps: int | None = None  # set where the refit is skipped: the tracked length
     if length is None and job.rule is not None:
         began = time.perf_counter()
@@ -169,15 +188,22 @@ def fit_expert(
     module = trainer.fit(
         job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init, monitor=done
     )
+    twin = None
+    if job.twin and track_state is not None and length:
+        twin = track_state  # (the record copied: a known length is the second look's)
+        length = {**length, "twin": "averaged with its tracked network (sgem.moe.twin)"}
     if done.steps < k_steps and fence_passed() and track_state is not None and length:
         # the fence cut the refit mid-schedule (its learning rate still high, its weights
         # between the start and the length): the tracked network is the better one (a
         # 5-minute fit of 174 M3 "other" series shipped experts fine-tuned from a cut
         # refit, holdout CRPS 0.136 against 0.030 on validation)
-        length["refit_cut"] = f"the time budget's fence stopped it after {done.steps} steps"
+        cut = f"the time budget's fence stopped it after {done.steps} steps"
+        length = {k: v for k, v in length.items() if k != "twin"} | {"refit_cut": cut}
         steps = int(length.get("best_step", k_steps))
         return ExpertFit(steps, length, state=track_state, track_state=kept, val_output=val_output)
-    return ExpertFit(k_steps, length, module=module, track_state=kept, val_output=val_output)
+    return ExpertFit(
+        k_steps, length, module=module, track_state=kept, val_output=val_output, twin_state=twin
+    )
 
 
 class _StepCount:
@@ -263,5 +289,8 @@ def _validation_length(
         job.rule,
         init_state=job.init.track_state if job.init is not None else None,
         # (under a time budget also: where the refit cannot end in time, this is kept)
-        keep_best_state=job.keep_track_state or not job.rule.refit or fence() is not None,
+        keep_best_state=job.keep_track_state
+        or job.twin
+        or not job.rule.refit
+        or fence() is not None,
     )

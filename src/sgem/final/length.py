@@ -52,7 +52,7 @@ from ..space.arch import Arch
 from ..train.losses import per_sample_nll
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer, autocast, clip_and_step, make_optimizer, schedule_lr
-from .protocol import FINAL_LENGTHS, FinalProtocol, parse_length
+from .protocol import FINAL_LENGTHS, FinalProtocol, parse_length, parse_twins
 
 #: what a validation-chosen final training costs, in units of the fixed one, for planning a
 #: time budget: the tracking run usually stops (patience) between 1x and 2.5x the length,
@@ -78,6 +78,8 @@ class ValidationLength:
             cell instead of starting from scratch (`sgem.final.warm_start`).
         refit: retrain on train + validation for the chosen length (step 3); False: keep
             the tracking run's network at its best step.
+        twins: (with refit) a final expert is its refitted and its tracked network averaged
+            (`sgem.moe.twin`), so the tracking run keeps its best weights.
     """
 
     max_factor: float = 4.0
@@ -86,6 +88,7 @@ class ValidationLength:
     scale_to_data: bool = True
     warm_start: bool = False
     refit: bool = True
+    twins: bool = False
 
     def __post_init__(self) -> None:
         if not self.max_factor > 0 or self.n_evals < 1:
@@ -115,7 +118,9 @@ def tracking_rule(protocol: FinalProtocol) -> ValidationLength | None:
     """The tracking rule of a final protocol (None: a fixed length)."""
     if not protocol.tracked:
         return None
-    return ValidationLength(warm_start=protocol.warm_start, refit=protocol.refit)
+    return ValidationLength(
+        warm_start=protocol.warm_start, refit=protocol.refit, twins=protocol.twins
+    )
 
 
 def resolve_length(length: str | ValidationLength | None) -> ValidationLength | None:
@@ -126,7 +131,7 @@ def resolve_length(length: str | ValidationLength | None) -> ValidationLength | 
         return length
     if isinstance(length, str) and length in FINAL_LENGTHS:
         _, warm, refit = parse_length(length)
-        return ValidationLength(warm_start=warm, refit=refit)
+        return ValidationLength(warm_start=warm, refit=refit, twins=parse_twins(length))
     raise ValueError(
         f"unknown final length {length!r}: use one of {list(FINAL_LENGTHS)} or a "
         "ValidationLength(...)"

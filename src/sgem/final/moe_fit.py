@@ -101,6 +101,7 @@ def train_final_moe(
     known_lengths: list[dict | None] | None = None,
     starts: dict[str, WarmStart] | None = None,
     known_outputs: list[np.ndarray | None] | None = None,
+    known_states: list[dict | None] | None = None,
 ) -> tuple[ClusterGatedMoE, MoEReport]:
     """Retrain each expert from scratch on its region of train + validation; test once.
 
@@ -121,7 +122,11 @@ def train_final_moe(
     no training or no validation sample keeps the fixed length. `known_lengths[k]`: expert
     k's tracking run was already made (the finalists' second look, `sgem.final.check`,
     same architecture, region and seed), so it is retrained for that length directly;
-    `known_outputs[k]`: that tracking run's validation outputs (`report.val_outputs`).
+    `known_outputs[k]`: that tracking run's validation outputs (`report.val_outputs`);
+    `known_states[k]`: its weights (the tracked half of a twin, with `twins`).
+
+    A rule with `twins` ships each refitted expert as the average of its refit and its
+    tracked network (`sgem.moe.twin`; its `final_length` record says "twin").
 
     `length="validation-warm"`: the same, with every expert fine-tuning a global network of
     its cell (`sgem.final.warm_start`); `starts` are global networks already trained (by the
@@ -164,6 +169,8 @@ def train_final_moe(
             rule,
             known_length=known[k] if rule is not None else None,
             init=starts[architectures[k].key] if k in warm else None,
+            twin=rule is not None and rule.twins,
+            known_state=known_states[k] if known_states is not None else None,
         )
         for k in used
     ]

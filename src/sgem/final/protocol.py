@@ -22,6 +22,8 @@ FINAL_LENGTHS = (
     "validation-warm",
     "validation-norefit",
     "validation-warm-norefit",
+    "validation-twins",
+    "validation-warm-twins",
 )
 
 Length = Literal["fixed", "tracked"]
@@ -46,6 +48,8 @@ class FinalProtocol:
         check_partitions: the finalists' second look (`sgem.final.check`, tracked only):
             contenders judged by the final protocol; 0: off.
         check_archs: candidate cells per region in that second look.
+        twins: (tracked with refit only) each final expert is shipped as the average of its
+            refitted and its tracked network (`sgem.moe.twin`): no extra training.
     """
 
     final_steps: int
@@ -57,6 +61,7 @@ class FinalProtocol:
     champion_cells: int = 0
     check_partitions: int = 0
     check_archs: int = 2
+    twins: bool = False
 
     def __post_init__(self) -> None:
         if self.length not in ("fixed", "tracked"):
@@ -65,6 +70,11 @@ class FinalProtocol:
             raise ValueError(
                 "warm_start and refit=False need length='tracked' (a length chosen on "
                 "validation); use length='tracked' or drop them"
+            )
+        if self.twins and not (self.tracked and self.refit):
+            raise ValueError(
+                "twins need a tracked length with a refit (the tracked and the refitted "
+                "network are averaged); use length='tracked', refit=True or drop twins"
             )
         if self.final_steps < 1 or self.crps_samples < 1:
             raise ValueError(
@@ -82,7 +92,10 @@ class FinalProtocol:
         if not self.tracked:
             return "fixed"
         return (
-            "validation" + ("-warm" if self.warm_start else "") + ("" if self.refit else "-norefit")
+            "validation"
+            + ("-warm" if self.warm_start else "")
+            + ("" if self.refit else "-norefit")
+            + ("-twins" if self.twins else "")
         )
 
     @property
@@ -96,7 +109,8 @@ class FinalProtocol:
     def from_name(cls, final_length: str, final_steps: int, **fields: Any) -> FinalProtocol:
         """A protocol from the config's `final_length` name (the one place it is parsed)."""
         length, warm, refit = parse_length(final_length)
-        return cls(final_steps, length=length, warm_start=warm, refit=refit, **fields)
+        twins = parse_twins(final_length)
+        return cls(final_steps, length=length, warm_start=warm, refit=refit, twins=twins, **fields)
 
     @classmethod
     def from_config(
@@ -128,4 +142,9 @@ def parse_length(final_length: str) -> tuple[Length, bool, bool]:
     return "tracked", "-warm" in final_length, not final_length.endswith("-norefit")
 
 
-__all__ = ["FINAL_LENGTHS", "FinalProtocol", "Length", "parse_length"]
+def parse_twins(final_length: str) -> bool:
+    """Whether a config name ships twin experts ("-twins": `FinalProtocol.twins`)."""
+    return final_length.endswith("-twins")
+
+
+__all__ = ["FINAL_LENGTHS", "FinalProtocol", "Length", "parse_length", "parse_twins"]

@@ -79,6 +79,7 @@ def run_final(
         executor=executor,
         known_lengths=check.known_lengths if check is not None else None,
         known_outputs=check.known_outputs if check is not None else None,
+        known_states=check.known_states if check is not None else None,
         starts=check.starts if check is not None else None,
     )
     return MethodResult(

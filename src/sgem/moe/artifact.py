@@ -51,6 +51,7 @@ from .artifact_checks import (
 from .cluster_gated import ClusterGatedMoE
 from .learnable_gate import LearnableGatedMoE, gate_for_shape
 from .preprocess import Preprocessor, preprocessor_for_task, preprocessor_from_state
+from .twin import TwinExpert, n_networks
 
 FORMAT = "sgem-model"
 FORMAT_VERSION = 1
@@ -128,7 +129,7 @@ def save_model(
     if isinstance(experts, LearnableGatedMoE):  # one module: gate and experts together
         for name, tensor in experts.state_dict().items():
             weights[f"gated.{name}"] = tensor.detach().to("cpu").clone().contiguous()
-        trained = [True] * spec.n_experts
+        trained, networks = [True] * spec.n_experts, [1] * spec.n_experts
     else:
         for k, expert in enumerate(experts):
             if expert is None:
@@ -136,6 +137,7 @@ def save_model(
             for name, tensor in expert.state_dict().items():
                 weights[f"expert{k}.{name}"] = tensor.detach().to("cpu").clone().contiguous()
         trained = [e is not None for e in experts]
+        networks = [n_networks(e) for e in experts]
     save_torch(weights, str(tmp / EXPERTS_FILE))
     state, arrays = preprocessor.state()
     save_numpy(
@@ -165,6 +167,7 @@ def save_model(
                 "key": Arch.from_json(arch).key,
                 "clusters": [m for m, a in enumerate(spec.assignment) if a == k],
                 "trained": trained[k],
+                "networks": networks[k],  # 2: a twin (`sgem.moe.twin`)
             }
             for k, arch in enumerate(spec.architectures)
         ],
@@ -276,6 +279,7 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preproces
             info=doc.get("info", {}),
         )
         trained = [bool(e.get("trained", True)) for e in doc["experts"]]
+        networks = [int(e.get("networks", 1)) for e in doc["experts"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise SgemUserError(f"{root / MODEL_JSON} is missing a field or malformed: {exc}") from exc
     weights = _read_weights(root, EXPERTS_FILE, files.get(EXPERTS_FILE), load_torch)
@@ -288,19 +292,20 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preproces
         archs = [space.validate(Arch.from_json(a)) for a in spec.architectures]
         preprocessor = preprocessor_from_state(spec.preprocessing, arrays)
         # shapes first, on the meta device: a huge size in model.json allocates nothing
-        _check_parts(on_meta(lambda: _networks(spec, space, archs, trained)), weights, root)
-        networks = _networks(spec, space, archs, trained)
+        built = on_meta(lambda: _networks(spec, space, archs, trained, networks))
+        _check_parts(built, weights, root)
+        nets = _networks(spec, space, archs, trained, networks)
     except SgemUserError as exc:
         if str(root) in str(exc):
             raise
         raise SgemUserError(f"{root / MODEL_JSON} cannot be used: {exc}") from exc
     except (KeyError, TypeError, ValueError, RuntimeError, OverflowError, IndexError) as exc:
         raise bad(root / MODEL_JSON, f"the networks it describes cannot be built ({exc})") from exc
-    if isinstance(networks, LearnableGatedMoE):
-        _load_weights(networks, weights, "gated.", root, "the learnable-gate MoE")
-        return spec, networks.eval(), preprocessor
+    if isinstance(nets, LearnableGatedMoE):
+        _load_weights(nets, weights, "gated.", root, "the learnable-gate MoE")
+        return spec, nets.eval(), preprocessor
     experts: list[nn.Module | None] = []
-    for k, net in enumerate(networks):
+    for k, net in enumerate(nets):
         if net is not None:
             _load_weights(net, weights, f"expert{k}.", root, f"expert {k} ({archs[k].key})")
             net = net.eval()
@@ -309,21 +314,27 @@ def load_parts(path: str | os.PathLike) -> tuple[ModelSpec, nn.Module, Preproces
 
 
 def _networks(
-    spec: ModelSpec, space, archs: list[Arch], trained: list[bool]
+    spec: ModelSpec, space, archs: list[Arch], trained: list[bool], networks: list[int]
 ) -> LearnableGatedMoE | list[nn.Module | None]:
     """The untrained networks model.json describes: the learnable-gate MoE, or one network
-    per trained expert (None for an untrained one)."""
+    per trained expert (a `TwinExpert` of two where its entry says so; None for an
+    untrained one)."""
     in_dim = int(np.prod(spec.input_shape))
 
-    def build(arch: Arch) -> nn.Module:
+    def one(arch: Arch) -> nn.Module:
         return space.build(arch, in_dim, spec.n_out, np.zeros(in_dim), np.ones(in_dim))
+
+    def build(arch: Arch, n: int = 1) -> nn.Module:
+        return one(arch) if n == 1 else TwinExpert([one(arch) for _ in range(n)], spec.loss)
 
     if spec.gate == "learnable":
         width = int(spec.info.get("gate_width", 16))
         gate = gate_for_shape(spec.input_shape, spec.n_experts, width)
         zeros = np.zeros(spec.input_shape, dtype=np.float32)
         return LearnableGatedMoE([build(a) for a in archs], gate, zeros, zeros + 1)
-    return [build(a) if used else None for a, used in zip(archs, trained, strict=True)]
+    return [
+        build(a, n) if used else None for a, used, n in zip(archs, trained, networks, strict=True)
+    ]
 
 
 def _check_parts(networks, weights: dict, root: Path) -> None:

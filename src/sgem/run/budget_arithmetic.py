@@ -129,7 +129,7 @@ def plan_final(
         # worse (tracked vs refitted final MoE, ts-offline seeds 0-4: tracked better on 4),
         # while experts from scratch lose the global network's start (a 3-minute tourism fit
         # without it: validation NLL 0.313 for the MoE against 0.161 for one global network)
-        protocol = protocol.replace(refit=False)
+        protocol = protocol.replace(refit=False, twins=False)
         reduced.append(
             "final networks kept at their validation-chosen length, not refitted on train + "
             f"validation (final_length: {protocol.length_name})"
@@ -138,7 +138,7 @@ def plan_final(
         protocol = protocol.replace(warm_start=False)
         reduced.append(f"final experts trained from scratch (final_length: {protocol.length_name})")
     if cost() > allowed and protocol.tracked:
-        protocol = protocol.replace(length="fixed", refit=True)
+        protocol = protocol.replace(length="fixed", refit=True, twins=False)
         reduced.append(f"a fixed final length of {cfg.final_steps} steps (final_length: fixed)")
     if cost() > allowed and retrain_units is None:
         fraction = max(MIN_STEP_FRACTION, allowed / cost())
