@@ -104,3 +104,21 @@ def test_the_final_stage_ships_twins_that_save_and_load(task, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(loaded(x, c), moe(x, c))
     assert all(isinstance(e, TwinExpert) for e in loaded.experts)
+
+
+def test_the_leaderboard_global_network_is_a_twin_under_a_twins_protocol(task):
+    """The fallback network selective routing ships is trained twice anyway (training split,
+    then train + validation): under a twins protocol it is shipped as both, averaged."""
+    from sgem.leaderboard.members import GlobalNetwork, reference_budget
+
+    space = small_ts_space()
+    trainer = Trainer(task, space, short_train())
+    cell = space.sample_many(1, np.random.default_rng(3))[0]
+    twins = reference_budget(trainer, 0, steps=6, length="validation-twins")
+    plain = reference_budget(trainer, 0, steps=6, length="validation")
+    both = GlobalNetwork(cell).fit_evaluate(task, twins)
+    one = GlobalNetwork(cell).fit_evaluate(task, plain)
+    assert isinstance(both.fitted.network, TwinExpert)
+    assert not isinstance(one.fitted.network, TwinExpert)
+    np.testing.assert_array_equal(both.val_output, one.val_output)  # the choice is unchanged
+    assert not np.array_equal(both.test_output, one.test_output)

@@ -35,9 +35,11 @@ from torch import nn
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
 from ..final.expert_fit import steps_for_epochs, train_val_tensors
+from ..final.length import resolve_length
 from ..methods.budget import MethodBudget
 from ..methods.protocol import Method
 from ..methods.result import Fitted, MethodResult
+from ..moe.twin import TwinExpert
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
@@ -123,7 +125,8 @@ class GlobalNetwork:
     """One network of `cell` on every cluster: `budget.final_steps` (or
     `budget.final_epochs` passes, as the final experts train) on the training split, scored
     on validation; then the same on train + validation, scored on the holdout (and
-    shipped)."""
+    shipped; under a twins protocol, `sgem.moe.twin`, both networks averaged, as the final
+    experts are)."""
 
     kind = "network"
     uses_domain_labels = False
@@ -152,10 +155,14 @@ class GlobalNetwork:
         )
         val = _predict(trainer, net, task.val)
         x_all, y_all = train_val_tensors(task, dev)
+        on_train = net
         net = trainer.fit(
             cell, x_all, y_all, seed=seed, steps=_final_steps(budget, trainer, len(x_all))
         )
         cut = fence_passed()
+        rule = resolve_length(budget.final_length)
+        if rule is not None and rule.twins and not cut:  # as the final experts are shipped
+            net = TwinExpert([net, on_train], task.loss)
         return self._result(
             budget,
             val_output=val,
