@@ -1,4 +1,4 @@
-"""Twin experts (sgem.moe.twin): a final expert shipped as its refitted and its tracked
+"""Twin experts (sgem.moe.averaged): a final expert shipped as its refitted and its tracked
 network averaged, trained by the final stage for free, saved and loaded like any expert."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sgem.final.length import ValidationLength, resolve_length
 from sgem.final.moe_fit import train_final_moe
 from sgem.final.protocol import FinalProtocol
-from sgem.moe.twin import TwinExpert
+from sgem.moe.averaged import AveragedExpert
 from sgem.train.trainer import Trainer
 
 
@@ -39,23 +39,23 @@ def test_a_student_t_twin_is_centred_between_and_never_narrower_than_its_network
         _Fixed(torch.tensor([[[m, s, d]]], dtype=torch.float64))
         for m, s, d in zip(locs, scales, dfs, strict=True)
     ]
-    out = TwinExpert(nets, "student_t")(torch.zeros(3, 1))
+    out = AveragedExpert(nets, "student_t")(torch.zeros(3, 1))
     loc, scale, df = out[0, 0]
     assert float(loc) == pytest.approx(np.mean(locs))
     assert float(df) == pytest.approx(np.mean(dfs))
     assert float(scale) >= np.sqrt(np.mean(np.square(scales))) - 1e-12
-    same = TwinExpert([nets[0], nets[0]], "student_t")(torch.zeros(1, 1))
+    same = AveragedExpert([nets[0], nets[0]], "student_t")(torch.zeros(1, 1))
     torch.testing.assert_close(same, nets[0](torch.zeros(1, 1)))  # agreeing networks: as is
 
 
 def test_a_class_twin_mixes_the_probabilities_exactly():
     a, b = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([[-1.0, 1.0, 0.5]])
-    twin = TwinExpert([_Fixed(a), _Fixed(b)], "cross_entropy")
+    twin = AveragedExpert([_Fixed(a), _Fixed(b)], "cross_entropy")
     mixed = torch.softmax(twin(torch.zeros(1, 1)), -1)
     expected = 0.5 * (torch.softmax(a, -1) + torch.softmax(b, -1))
     torch.testing.assert_close(mixed, expected)
     with pytest.raises(ValueError, match="at least 2"):
-        TwinExpert([_Fixed(a)], "cross_entropy")
+        AveragedExpert([_Fixed(a)], "cross_entropy")
 
 
 def test_the_twins_protocol_is_named_and_needs_a_refit():
@@ -84,7 +84,7 @@ def test_the_final_stage_ships_twins_that_save_and_load(task, tmp_path):
         task, trainer, assignment, archs, steps=8, seed=0, length="validation"
     )
     for k, expert in enumerate(moe.experts):
-        assert isinstance(expert, TwinExpert)
+        assert isinstance(expert, AveragedExpert)
         assert "twin" in report.final_length[k]
         # the refitted half is the plain protocol's expert, bit for bit
         for a, b in zip(
@@ -103,7 +103,7 @@ def test_the_final_stage_ships_twins_that_save_and_load(task, tmp_path):
     c = torch.as_tensor(task.test.cluster[:16])
     with torch.no_grad():
         torch.testing.assert_close(loaded(x, c), moe(x, c))
-    assert all(isinstance(e, TwinExpert) for e in loaded.experts)
+    assert all(isinstance(e, AveragedExpert) for e in loaded.experts)
 
 
 def test_the_leaderboard_global_network_is_a_twin_under_a_twins_protocol(task):
@@ -118,7 +118,42 @@ def test_the_leaderboard_global_network_is_a_twin_under_a_twins_protocol(task):
     plain = reference_budget(trainer, 0, steps=6, length="validation")
     both = GlobalNetwork(cell).fit_evaluate(task, twins)
     one = GlobalNetwork(cell).fit_evaluate(task, plain)
-    assert isinstance(both.fitted.network, TwinExpert)
-    assert not isinstance(one.fitted.network, TwinExpert)
+    assert isinstance(both.fitted.network, AveragedExpert)
+    assert not isinstance(one.fitted.network, AveragedExpert)
     np.testing.assert_array_equal(both.val_output, one.val_output)  # the choice is unchanged
     assert not np.array_equal(both.test_output, one.test_output)
+
+
+def test_a_table_that_ships_its_global_network_averages_the_fold_networks_in(tmp_path, monkeypatch):
+    """Where every cluster of a user's table goes to the global network, its five
+    out-of-fold networks (trained anyway, for the combination's weights) are averaged with
+    the saved one; the saved model reloads to the same predictions."""
+    import json
+
+    import pandas as pd
+    from helpers import TINY_SEARCH
+
+    import sgem
+    from sgem.leaderboard import contest
+
+    monkeypatch.setattr(
+        contest, "selective_routing", lambda task, *a: (list(range(task.n_clusters)), {})
+    )
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-3, 1, (150, 2)), rng.normal(3, 1, (150, 2))]
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
+    frame["label"] = np.where(x[:, 1] > 0, "p", "n")
+    out = tmp_path / "run"
+    model = sgem.fit(
+        frame,
+        target="label",
+        out=out,
+        progress=False,
+        config={"search": TINY_SEARCH},
+        n_clusters=4,
+        executor="inline",
+    )
+    experts = json.loads((out / "model" / "model.json").read_text())["experts"]
+    assert [e["networks"] for e in experts] == [6]  # the global network and its 5 folds
+    again = sgem.load(out)
+    np.testing.assert_allclose(again.predict_proba(frame), model.predict_proba(frame))

@@ -153,7 +153,7 @@ def final_check(
                     rule,
                     True,
                     init=starts[arch.key] if warm and starts is not None else None,
-                    keep_track_state=rule.twins,  # the chosen ones' twins (`sgem.moe.twin`)
+                    keep_track_state=rule.twins,  # the chosen ones' twins (`sgem.moe.averaged`)
                 ),
             )
     fits = fit_expert_jobs(task, trainer, list(jobs.values()), executor, desc="tracking runs")

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..data.task import ClusteredTask
 from ..execution.progress import stage_bar
-from ..moe.twin import TwinExpert
+from ..moe.averaged import AveragedExpert
 from ..space.arch import Arch
 from ..train.time_fence import fence, fence_passed
 from ..train.trainer import Trainer
@@ -68,7 +68,7 @@ class ExpertJob:
     #: send back the tracking run's weights at the chosen length (a global network's)
     keep_track_state: bool = False
     #: a final expert under `rule.twins`: shipped as its refit and its tracked network
-    #: averaged (`sgem.moe.twin`); `known_state`: the tracked weights of the `known_length`
+    #: averaged (`sgem.moe.averaged`); `known_state`: the tracked weights of the `known_length`
     #: run (the second look's), where this job does not track again
     twin: bool = False
     known_state: dict[str, torch.Tensor] | None = None
@@ -124,7 +124,7 @@ class ExpertFit:
             with torch.random.fork_rng(devices=[]):
                 tracked = trainer.build(arch)
             tracked.load_state_dict(self.twin_state)
-            module = TwinExpert([module, tracked.to(trainer.device).eval()], trainer.task.loss)
+            module = AveragedExpert([module, tracked.to(trainer.device).eval()], trainer.task.loss)
         return module, self.steps, self.length
 
 
@@ -191,7 +191,7 @@ def fit_expert(
     twin = None
     if job.twin and track_state is not None and length:
         twin = track_state  # (the record copied: a known length is the second look's)
-        length = {**length, "twin": "averaged with its tracked network (sgem.moe.twin)"}
+        length = {**length, "twin": "averaged with its tracked network (sgem.moe.averaged)"}
     if done.steps < k_steps and fence_passed() and track_state is not None and length:
         # the fence cut the refit mid-schedule (its learning rate still high, its weights
         # between the start and the length): the tracked network is the better one (a

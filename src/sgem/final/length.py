@@ -79,7 +79,7 @@ class ValidationLength:
         refit: retrain on train + validation for the chosen length (step 3); False: keep
             the tracking run's network at its best step.
         twins: (with refit) a final expert is its refitted and its tracked network averaged
-            (`sgem.moe.twin`), so the tracking run keeps its best weights.
+            (`sgem.moe.averaged`), so the tracking run keeps its best weights.
     """
 
     max_factor: float = 4.0

@@ -126,7 +126,7 @@ def train_final_moe(
     `known_states[k]`: its weights (the tracked half of a twin, with `twins`).
 
     A rule with `twins` ships each refitted expert as the average of its refit and its
-    tracked network (`sgem.moe.twin`; its `final_length` record says "twin").
+    tracked network (`sgem.moe.averaged`; its `final_length` record says "twin").
 
     `length="validation-warm"`: the same, with every expert fine-tuning a global network of
     its cell (`sgem.final.warm_start`); `starts` are global networks already trained (by the

@@ -49,7 +49,7 @@ class FinalProtocol:
             contenders judged by the final protocol; 0: off.
         check_archs: candidate cells per region in that second look.
         twins: (tracked with refit only) each final expert is shipped as the average of its
-            refitted and its tracked network (`sgem.moe.twin`): no extra training.
+            refitted and its tracked network (`sgem.moe.averaged`): no extra training.
     """
 
     final_steps: int

@@ -26,6 +26,7 @@ import torch
 from ..data.task import ClusteredTask
 from ..final.calibration import retrains, split_outputs, validation_outputs
 from ..methods.result import MethodResult
+from ..moe.averaged import AveragedExpert
 from ..moe.cluster_gated import ClusterGatedMoE, compact_assignment
 from ..moe.scoring import method_scores
 from ..space.timeseries import TimeSeriesSpace
@@ -129,14 +130,21 @@ def compete(
             shipped, ship_val, ship_test = _with_fallback(
                 task, trainer, final, best, fallback, moe_val, seed, crps_samples
             )
+    ship_oof = None  # the saved network alone: weighed on every row, as the members are
+    cell = fitted_of(best).cell if usable else None
+    if combination and cell and len(fallback) == task.n_clusters and folded_table(task):
+        folded = network_out_of_fold(task, budget, cell)
+        if folded is not None:  # the fold networks join the saved one (`sgem.moe.averaged`)
+            ship_oof, nets = folded
+            averaged = AveragedExpert([fitted_of(best).network, *nets], task.loss)
+            bagged = replace(best, fitted=replace(fitted_of(best), network=averaged))
+            shipped, ship_val, ship_test = _with_fallback(
+                task, trainer, final, bagged, fallback, moe_val, seed, crps_samples
+            )
     board = rows(task, members, has, seed, crps_samples)
     _on_same_windows(task, board, members, ship_test, seed, crps_samples)
     shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
-    ship_oof = None  # the saved network alone: weighed on every row, as the members are
-    cell = fitted_of(best).cell if usable else None
-    if combination and cell and len(fallback) == task.n_clusters and folded_table(task):
-        ship_oof = network_out_of_fold(task, budget, cell)
     combined_with, combined = (
         combine(task, ship_val, ship_test, refs, has, ship_oof) if combination else (None, None)
     )

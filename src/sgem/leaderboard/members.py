@@ -39,7 +39,7 @@ from ..final.length import resolve_length
 from ..methods.budget import MethodBudget
 from ..methods.protocol import Method
 from ..methods.result import Fitted, MethodResult
-from ..moe.twin import TwinExpert
+from ..moe.averaged import AveragedExpert
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
@@ -125,7 +125,7 @@ class GlobalNetwork:
     """One network of `cell` on every cluster: `budget.final_steps` (or
     `budget.final_epochs` passes, as the final experts train) on the training split, scored
     on validation; then the same on train + validation, scored on the holdout (and
-    shipped; under a twins protocol, `sgem.moe.twin`, both networks averaged, as the final
+    shipped; under a twins protocol, `sgem.moe.averaged`, both networks averaged, as the final
     experts are)."""
 
     kind = "network"
@@ -162,7 +162,7 @@ class GlobalNetwork:
         cut = fence_passed()
         rule = resolve_length(budget.final_length)
         if rule is not None and rule.twins and not cut:  # as the final experts are shipped
-            net = TwinExpert([net, on_train], task.loss)
+            net = AveragedExpert([net, on_train], task.loss)
         return self._result(
             budget,
             val_output=val,
@@ -187,14 +187,15 @@ def folded_table(task: ClusteredTask) -> bool:
 
 def network_out_of_fold(
     task: ClusteredTask, budget: MethodBudget, cell: Arch, folds: int = 5
-) -> np.ndarray | None:
+) -> tuple[np.ndarray, list[nn.Module]] | None:
     """Outputs of one network of `cell` on every train + validation row (in that order),
-    each from a network trained on the other folds as `GlobalNetwork` trains; None where the
-    budget's fence passed before the last fold was done. Why: where a user's table's saved
-    model is that network alone, its weight beside the scikit-learn members is then fit on
-    every row, as theirs are (`sgem.leaderboard.combining`), not on the holdout's few (91
-    rows of breast cancer chose the network alone on one split, 1.7 points below logistic
-    regression on new rows)."""
+    each from a network trained on the other folds as `GlobalNetwork` trains, and those
+    fold networks; None where the budget's fence passed before the last fold was done. Why:
+    where a user's table's saved model is that network alone, its weight beside the
+    scikit-learn members is then fit on every row, as theirs are
+    (`sgem.leaderboard.combining`), not on the holdout's few (91 rows of breast cancer chose
+    the network alone on one split, 1.7 points below logistic regression on new rows); and
+    the fold networks are averaged with the saved one (`sgem.moe.averaged`)."""
     joined = _joined(task.train, task.val)
     n = len(joined.y)
     if n > MAX_NETWORK_OUT_OF_FOLD_ROWS:
@@ -204,6 +205,7 @@ def network_out_of_fold(
     x = torch.as_tensor(joined.x, dtype=torch.float32, device=trainer.device)
     y = torch.as_tensor(joined.y, device=trainer.device)
     out: np.ndarray | None = None
+    nets: list[nn.Module] = []
     for score in np.array_split(np.random.default_rng(seed).permutation(n), folds):
         if fence_passed():
             return None
@@ -212,10 +214,11 @@ def network_out_of_fold(
             cell, x[fit], y[fit], seed=seed, steps=_final_steps(budget, trainer, len(fit))
         )
         part = _predict(trainer, net, joined.subset(score))
+        nets.append(net.eval())
         if out is None:
             out = np.zeros((n, *part.shape[1:]))
         out[score] = part
-    return None if fence_passed() else out
+    return None if fence_passed() or out is None else (out, nets)
 
 
 # -- tables: scikit-learn -------------------------------------------------------------------

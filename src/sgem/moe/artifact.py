@@ -48,10 +48,10 @@ from .artifact_checks import (
     inside,
     on_meta,
 )
+from .averaged import AveragedExpert, n_networks
 from .cluster_gated import ClusterGatedMoE
 from .learnable_gate import LearnableGatedMoE, gate_for_shape
 from .preprocess import Preprocessor, preprocessor_for_task, preprocessor_from_state
-from .twin import TwinExpert, n_networks
 
 FORMAT = "sgem-model"
 FORMAT_VERSION = 1
@@ -167,7 +167,7 @@ def save_model(
                 "key": Arch.from_json(arch).key,
                 "clusters": [m for m, a in enumerate(spec.assignment) if a == k],
                 "trained": trained[k],
-                "networks": networks[k],  # 2: a twin (`sgem.moe.twin`)
+                "networks": networks[k],  # 2: a twin (`sgem.moe.averaged`)
             }
             for k, arch in enumerate(spec.architectures)
         ],
@@ -317,7 +317,7 @@ def _networks(
     spec: ModelSpec, space, archs: list[Arch], trained: list[bool], networks: list[int]
 ) -> LearnableGatedMoE | list[nn.Module | None]:
     """The untrained networks model.json describes: the learnable-gate MoE, or one network
-    per trained expert (a `TwinExpert` of two where its entry says so; None for an
+    per trained expert (a `AveragedExpert` of two where its entry says so; None for an
     untrained one)."""
     in_dim = int(np.prod(spec.input_shape))
 
@@ -325,7 +325,7 @@ def _networks(
         return space.build(arch, in_dim, spec.n_out, np.zeros(in_dim), np.ones(in_dim))
 
     def build(arch: Arch, n: int = 1) -> nn.Module:
-        return one(arch) if n == 1 else TwinExpert([one(arch) for _ in range(n)], spec.loss)
+        return one(arch) if n == 1 else AveragedExpert([one(arch) for _ in range(n)], spec.loss)
 
     if spec.gate == "learnable":
         width = int(spec.info.get("gate_width", 16))

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ..errors import SgemUserError
-from .twin import TWIN_NETWORKS
+from .averaged import MAX_NETWORKS
 
 RESAVE = "re-save the model (sgem fit / sgem run) or restore the directory from an intact copy"
 LOSSES = ("cross_entropy", "student_t")
@@ -124,8 +124,8 @@ def check_doc(doc: dict, file: Path, required: tuple[str, ...]) -> None:
             raise bad(file, f"expert {k}'s inputs must each name an earlier node")
         if type(e.get("trained", True)) is not bool:
             raise bad(file, f"expert {k}'s 'trained' must be true or false")
-        if e.get("networks", 1) not in (1, TWIN_NETWORKS) or type(e.get("networks", 1)) is not int:
-            raise bad(file, f"expert {k}'s 'networks' must be 1 or {TWIN_NETWORKS} (a twin)")
+        if not is_int(e.get("networks", 1), 1, MAX_NETWORKS):
+            raise bad(file, f"expert {k}'s 'networks' must be an integer from 1 to {MAX_NETWORKS}")
     assignment = doc.get("assignment")
     if not isinstance(assignment, list) or not assignment:
         raise bad(file, "'assignment' must list the expert of every cluster")

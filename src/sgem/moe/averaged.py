@@ -1,14 +1,18 @@
-"""An expert shipped as two networks of its cell: the refit and the tracked one, averaged.
+"""An expert shipped as several networks of its cell, averaged.
 
-Why: a validation-chosen final length trains each network twice, once on the training split
-while tracking validation (the tracked network, at its best step) and once on train +
-validation for the chosen length (the refit). The two differ in data and in luck, and their
-50/50 predictive mixture beat both on every seed measured (ts-offline, SGEM's final MoE,
-seeds 0-4: test NLL 0.150 against 0.181 for the refit alone and 0.171 for the tracked
-alone; `benchmarks/refit_ensemble.py`). The tracked network is free: it exists already.
+Why: the final stage trains networks it then throws away. A validation-chosen length trains
+each expert twice, once on the training split while tracking validation (the tracked
+network, at its best step) and once on train + validation (the refit); the two differ in
+data and in luck, and their 50/50 predictive mixture beat both on every seed measured
+(ts-offline, SGEM's final MoE, seeds 0-4: test NLL 0.150 against 0.181 for the refit alone
+and 0.171 for the tracked alone; `benchmarks/results/refit_ensemble_sgem.json`). Shipping
+both ("twins", `FinalProtocol.twins`) costs no training. A table's global network is also
+trained once per fold for its out-of-fold outputs (`sgem.leaderboard.members`): those fold
+networks are averaged with it.
 
-A twin is one module with the output contract of a single network, so routing, scoring,
-calibration, saving and ONNX export see an ordinary expert:
+An averaged expert is one module with the output contract of a single network, so routing,
+scoring, calibration, saving (model.json's `networks`) and ONNX export see an ordinary
+expert:
 
 - classes: the log of the mean of the members' probabilities (exactly the mixture);
 - Student-t outputs (loc, scale, df): the mean location, the mean df, and a scale that
@@ -24,11 +28,11 @@ import math
 import torch
 from torch import nn
 
-#: what model.json's expert entry says when the expert is a twin (`networks`: 2)
-TWIN_NETWORKS = 2
+#: the most networks one expert may average (model.json's `networks`: 1 to this)
+MAX_NETWORKS = 8
 
 
-class TwinExpert(nn.Module):
+class AveragedExpert(nn.Module):
     """The averaged prediction of `networks` (same cell, same input and output shapes).
 
     `loss`: "cross_entropy" (outputs are logits) or "student_t" (outputs (..., 3) as
@@ -37,9 +41,9 @@ class TwinExpert(nn.Module):
     def __init__(self, networks: list[nn.Module], loss: str) -> None:
         super().__init__()
         if len(networks) < 2:
-            raise ValueError(f"a twin expert needs at least 2 networks, got {len(networks)}")
+            raise ValueError(f"an averaged expert needs at least 2 networks, got {len(networks)}")
         if loss not in ("cross_entropy", "student_t"):
-            raise ValueError(f"a twin expert averages class or Student-t outputs, not {loss!r}")
+            raise ValueError(f"an averaged expert mixes class or Student-t outputs, not {loss!r}")
         self.networks = nn.ModuleList(networks)
         self.loss = loss
 
@@ -56,8 +60,8 @@ class TwinExpert(nn.Module):
 
 
 def n_networks(expert: nn.Module | None) -> int:
-    """How many networks an expert holds (model.json's `networks`): 2 for a twin, else 1."""
-    return len(expert.networks) if isinstance(expert, TwinExpert) else 1
+    """How many networks an expert holds (model.json's `networks`)."""
+    return len(expert.networks) if isinstance(expert, AveragedExpert) else 1
 
 
-__all__ = ["TWIN_NETWORKS", "TwinExpert", "n_networks"]
+__all__ = ["MAX_NETWORKS", "AveragedExpert", "n_networks"]
