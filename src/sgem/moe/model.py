@@ -28,6 +28,7 @@ from ..data.task import Split
 from ..errors import SgemUserError
 from ..space.arch import Arch
 from .artifact import ModelSpec, load_parts
+from .averaged import n_networks
 from .calibration import (
     IntervalCalibration,
     clip_to_support,
@@ -450,8 +451,10 @@ class SgemModel:
         for k, arch in enumerate(s.architectures):
             clusters = np.flatnonzero(self.assignment == k).tolist()
             n = int(sizes[clusters].sum()) if sizes is not None and clusters else 0
+            nets = n_networks(self.moe.experts[k]) if hasattr(self.moe, "experts") else 1
+            averaged = f", {nets} networks averaged" if nets > 1 else ""
             lines.append(
-                f"  expert {k}: cell {Arch.from_json(arch).key}\n"
+                f"  expert {k}: cell {Arch.from_json(arch).key}{averaged}\n"
                 f"            clusters {clusters} ({n} training samples)"
             )
         metric_names = ("test_accuracy", "test_nll", "test_crps")
