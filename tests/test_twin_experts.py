@@ -124,10 +124,14 @@ def test_the_leaderboard_global_network_is_a_twin_under_a_twins_protocol(task):
     assert not np.array_equal(both.test_output, one.test_output)
 
 
-def test_a_table_that_ships_its_global_network_averages_the_fold_networks_in(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("length", "networks"), [("fixed", 6), ("validation-twins", 7)])
+def test_a_table_that_ships_its_global_network_averages_the_fold_networks_in(
+    tmp_path, monkeypatch, length, networks
+):
     """Where every cluster of a user's table goes to the global network, its five
     out-of-fold networks (trained anyway, for the combination's weights) are averaged with
-    the saved one; the saved model reloads to the same predictions."""
+    the saved one (under twins: both of its networks, one flat average); the saved model
+    reloads to the same predictions."""
     import json
 
     import pandas as pd
@@ -149,11 +153,11 @@ def test_a_table_that_ships_its_global_network_averages_the_fold_networks_in(tmp
         target="label",
         out=out,
         progress=False,
-        config={"search": TINY_SEARCH},
+        config={"search": TINY_SEARCH, "final_length": length},
         n_clusters=4,
         executor="inline",
     )
     experts = json.loads((out / "model" / "model.json").read_text())["experts"]
-    assert [e["networks"] for e in experts] == [6]  # the global network and its 5 folds
+    assert [e["networks"] for e in experts] == [networks]  # the global network(s), 5 folds
     again = sgem.load(out)
     np.testing.assert_allclose(again.predict_proba(frame), model.predict_proba(frame))
