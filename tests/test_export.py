@@ -236,3 +236,24 @@ def test_cli_export(toy, tmp_path, capsys) -> None:
     assert main(["export", model.path, "--format", "onnx", "--out", str(out)]) == 0
     assert out.is_file() and "probabilities" in capsys.readouterr().out
     assert main(["export", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+
+
+def test_an_averaged_expert_exports_with_parity(forecaster, tmp_path) -> None:
+    """An expert that averages networks (`sgem.moe.averaged`: twins, a table's fold
+    networks) is one module to the graph: the exported forecaster matches `forecast`."""
+    import copy
+
+    from sgem.moe.averaged import AveragedExpert
+
+    model, series = forecaster
+    averaged = copy.deepcopy(model)
+    first = averaged.moe.experts[0]
+    other = copy.deepcopy(first)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    averaged.moe.experts[0] = AveragedExpert([first, other], "student_t").eval()
+    export_onnx(averaged, tmp_path / "avg.onnx", quantiles=(0.1, 0.5, 0.9))
+    _check(averaged, tmp_path / "avg.onnx", series)
+    out = OnnxRunner(tmp_path / "avg.onnx").run(onnx_feeds(averaged, series))
+    assert (out["expert"] == 0).any()  # the averaged expert forecast some of the series
