@@ -107,10 +107,10 @@ def test_the_leaderboards_references_are_methods_with_validation_and_holdout_out
     # out of fold: every train + validation row from a network that never saw it, none
     # once the budget's fence has passed
     cell = space.sample(np.random.default_rng(0))
-    oof = network_out_of_fold(task, budget, cell)
+    oof, nets = network_out_of_fold(task, budget, cell)
     assert oof.shape == (len(task.train) + len(task.val), *net.val_output.shape[1:])
-    assert np.isfinite(oof).all()
-    np.testing.assert_array_equal(oof, network_out_of_fold(task, budget, cell))
+    assert np.isfinite(oof).all() and len(nets) == 5  # and the five fold networks
+    np.testing.assert_array_equal(oof, network_out_of_fold(task, budget, cell)[0])
     with training_fence(time.time() - 1.0):
         assert network_out_of_fold(task, budget, cell) is None
 
