@@ -117,15 +117,19 @@ class ExpertFit:
         module = self.module
         if module is None:
             assert self.state is not None
-            with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
-                module = trainer.build(arch)
-            module.load_state_dict(self.state)
+            module = _loaded(trainer, arch, self.state)
         if self.twin_state is not None:  # the refit and the tracked network, averaged
-            with torch.random.fork_rng(devices=[]):
-                tracked = trainer.build(arch)
-            tracked.load_state_dict(self.twin_state)
-            module = AveragedExpert([module, tracked.to(trainer.device).eval()], trainer.task.loss)
+            tracked = _loaded(trainer, arch, self.twin_state).eval()
+            module = AveragedExpert([module, tracked], trainer.task.loss)
         return module, self.steps, self.length
+
+
+def _loaded(trainer: Trainer, arch: Arch, state: dict[str, torch.Tensor]) -> nn.Module:
+    """A network of `arch` on the trainer's device holding `state`."""
+    with torch.random.fork_rng(devices=[]):  # building draws throwaway weights
+        module = trainer.build(arch)
+    module.load_state_dict(state)
+    return module
 
 
 def _cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -188,19 +192,19 @@ def fit_expert(
     module = trainer.fit(
         job.arch, x[sel], y[sel], seed=job.seed, steps=k_steps, init_state=init, monitor=done
     )
-    twin = None
-    if job.twin and track_state is not None and length:
-        twin = track_state  # (the record copied: a known length is the second look's)
-        length = {**length, "twin": "averaged with its tracked network (sgem.moe.averaged)"}
     if done.steps < k_steps and fence_passed() and track_state is not None and length:
         # the fence cut the refit mid-schedule (its learning rate still high, its weights
         # between the start and the length): the tracked network is the better one (a
         # 5-minute fit of 174 M3 "other" series shipped experts fine-tuned from a cut
         # refit, holdout CRPS 0.136 against 0.030 on validation)
         cut = f"the time budget's fence stopped it after {done.steps} steps"
-        length = {k: v for k, v in length.items() if k != "twin"} | {"refit_cut": cut}
+        length = {**length, "refit_cut": cut}  # (a copy: a known length is the second look's)
         steps = int(length.get("best_step", k_steps))
         return ExpertFit(steps, length, state=track_state, track_state=kept, val_output=val_output)
+    twin = None
+    if job.twin and track_state is not None and length:
+        twin = track_state  # (the record copied: a known length is the second look's)
+        length = {**length, "twin": "averaged with its tracked network (sgem.moe.averaged)"}
     return ExpertFit(
         k_steps, length, module=module, track_state=kept, val_output=val_output, twin_state=twin
     )

@@ -136,9 +136,7 @@ def compete(
         folded = network_out_of_fold(task, budget, cell)
         if folded is not None:  # the fold networks join the saved one (`sgem.moe.averaged`)
             ship_oof, nets = folded
-            net = fitted_of(best).network  # (already twins under a twins protocol: flat)
-            own = list(net.networks) if isinstance(net, AveragedExpert) else [net]
-            averaged = AveragedExpert([*own, *nets], task.loss)
+            averaged = AveragedExpert([fitted_of(best).network, *nets], task.loss)
             bagged = replace(best, fitted=replace(fitted_of(best), network=averaged))
             shipped, ship_val, ship_test = _with_fallback(
                 task, trainer, final, bagged, fallback, moe_val, seed, crps_samples

@@ -167,7 +167,7 @@ def save_model(
                 "key": Arch.from_json(arch).key,
                 "clusters": [m for m, a in enumerate(spec.assignment) if a == k],
                 "trained": trained[k],
-                "networks": networks[k],  # 2: a twin (`sgem.moe.averaged`)
+                "networks": networks[k],  # more than 1: averaged (`sgem.moe.averaged`)
             }
             for k, arch in enumerate(spec.architectures)
         ],
@@ -317,7 +317,7 @@ def _networks(
     spec: ModelSpec, space, archs: list[Arch], trained: list[bool], networks: list[int]
 ) -> LearnableGatedMoE | list[nn.Module | None]:
     """The untrained networks model.json describes: the learnable-gate MoE, or one network
-    per trained expert (a `AveragedExpert` of two where its entry says so; None for an
+    per trained expert (an `AveragedExpert` of as many as its entry says; None for an
     untrained one)."""
     in_dim = int(np.prod(spec.input_shape))
 

@@ -36,10 +36,13 @@ class AveragedExpert(nn.Module):
     """The averaged prediction of `networks` (same cell, same input and output shapes).
 
     `loss`: "cross_entropy" (outputs are logits) or "student_t" (outputs (..., 3) as
-    (loc, scale, df)); the mixture is formed the way that loss reads an output."""
+    (loc, scale, df)); the mixture is formed the way that loss reads an output. A member
+    that is itself averaged contributes its networks (one flat average: saved and loaded as
+    model.json's `networks` count)."""
 
     def __init__(self, networks: list[nn.Module], loss: str) -> None:
         super().__init__()
+        networks = [m for n in networks for m in _members(n)]
         if len(networks) < 2:
             raise ValueError(f"an averaged expert needs at least 2 networks, got {len(networks)}")
         if loss not in ("cross_entropy", "student_t"):
@@ -57,6 +60,10 @@ class AveragedExpert(nn.Module):
         spread = ((loc - mean_loc) ** 2).mean(0) * (mean_df - 2.0) / mean_df
         mixed_scale = torch.sqrt((scale**2).mean(0) + spread)
         return torch.stack([mean_loc, mixed_scale, mean_df], dim=-1)
+
+
+def _members(network: nn.Module) -> list[nn.Module]:
+    return list(network.networks) if isinstance(network, AveragedExpert) else [network]
 
 
 def n_networks(expert: nn.Module | None) -> int:

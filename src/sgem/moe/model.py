@@ -451,7 +451,7 @@ class SgemModel:
         for k, arch in enumerate(s.architectures):
             clusters = np.flatnonzero(self.assignment == k).tolist()
             n = int(sizes[clusters].sum()) if sizes is not None and clusters else 0
-            nets = n_networks(self.moe.experts[k]) if hasattr(self.moe, "experts") else 1
+            nets = n_networks(self.moe.experts[k])
             averaged = f", {nets} networks averaged" if nets > 1 else ""
             lines.append(
                 f"  expert {k}: cell {Arch.from_json(arch).key}{averaged}\n"
