@@ -258,6 +258,43 @@ def test_budget_plan_makes_the_final_stage_cheaper_when_it_does_not_fit() -> Non
     assert tight.final_steps < cfg.final_steps  # 4 s: not even a fixed length fits
 
 
+def test_the_final_stage_is_planned_again_for_the_time_the_search_left() -> None:
+    """When the search ends, the final stage is priced again from the configured protocol
+    for the seconds actually left: a search that left more time than planned gets back the
+    champion cell and the refit the plan gave up, one that left less goes further down the
+    ladder. The search's own (shortened) candidate training is kept either way."""
+    import time
+    from types import SimpleNamespace
+
+    from sgem.data import make_toy_task
+    from sgem.run.budget import apply_plan, replan_final
+
+    task = make_toy_task(0)
+    cfg = SimpleNamespace(final_length="validation-warm", final_epochs=None)
+    configured = SearchConfig(n_experts=4, champion_cells=16, final_steps=500)
+    ratio = (len(task.train) + len(task.val)) / len(task.train)
+    t = 1.0
+    _, plan = plan_search(configured, 60, t, final_length="validation-warm", data_ratio=ratio)
+    searched = apply_plan(configured, plan)
+    assert searched.champion_cells == 0 and plan["final_length"] != "validation-warm"
+    plan["after_final_seconds_estimate"] = 5.0
+    full = final_units(configured, "validation-warm", ratio) * t
+    norefit = final_units(replace(configured, champion_cells=0), "validation-warm-norefit", ratio)
+    for left, length, champions in (
+        (full + 1, "validation-warm", 16),
+        (norefit * t + 1, "validation-warm-norefit", 0),
+        (-10, "fixed", 0),
+    ):
+        plan["_training_ends"] = time.perf_counter() + left + 5.0
+        final_cfg, final_length = replan_final(
+            plan, cfg, configured, searched, task, object(), references_done=True
+        )
+        assert final_length == length and final_cfg.champion_cells == champions
+        assert final_cfg.train == searched.train and final_cfg.n_init == searched.n_init
+        assert plan["final_stage_replanned"]["final_length"] == length
+    assert final_cfg.final_steps < configured.final_steps  # nothing left: the shortest
+
+
 def test_fit_a_regression_table(tmp_path) -> None:
     rng = np.random.default_rng(3)
     x = np.r_[rng.normal(-3, 1, (250, 2)), rng.normal(3, 1, (250, 2))]

@@ -17,6 +17,7 @@ plan of a run once (a resume reuses it) and turns it into the search's deadline.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: the share of the final stage's reserve an unplanned EM step must leave besides it
 #: (`extension_margin`)
-EXTENSION_MARGIN = 0.5
+EXTENSION_MARGIN = 0.25
 
 
 #: a forecaster's classical references (AutoETS, AutoTheta) come before the search where
@@ -108,8 +109,11 @@ def extension_margin(plan: dict | None) -> float:
     (`SGEM.fit(extension_margin=...)`): the final stage's estimate is off by up to 2x either
     way, an extra iteration gains little, and a cut final stage costs (a 5-minute fit of 923
     monthly series ran a second, unplanned iteration with no margin, and its experts got 0-1
-    steps of their final training). A whole reserve left a 5-minute quarterly fit at 118 s;
-    since a refit the fence cuts gives way to its tracked network, half of it is kept."""
+    steps of their final training). A whole reserve left a 5-minute quarterly fit at 118 s,
+    half of it at 132-175 s (the step past the plan that would have fit was refused). A
+    quarter is kept: the final stage is planned again for the time the search actually left
+    (`replan_final`), so a search that ran long costs the final stage its extras (champion
+    cell, refit), not its trainings."""
     return EXTENSION_MARGIN * final_stage_reserve(plan)
 
 
@@ -137,6 +141,74 @@ def _reference_seconds(task: ClusteredTask, space: CellSpace, limit: float) -> f
     return classical_seconds(task, limit=limit)
 
 
+def final_pricing(cfg: RunConfig, task: ClusteredTask, space: CellSpace, search_cfg) -> dict:
+    """What prices a run's final stage besides its config (`final_units`' keywords): the
+    data ratio, the fixed retrain in epochs, and whether reference networks are trained."""
+    from ..space.tabular import TabularSpace  # torch: only when a budget is planned
+
+    n_fit = len(task.train) + len(task.val)
+    retrain = None
+    if cfg.final_epochs:  # epochs over train + val, summed over experts
+        batch = min(search_cfg.train.batch_size or n_fit, n_fit)
+        retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
+    return {
+        "data_ratio": n_fit / max(len(task.train), 1),
+        "retrain_units": retrain,
+        "references": isinstance(space, TabularSpace),  # `sgem.final.reference` trains them
+    }
+
+
+def replan_final(
+    plan: dict,
+    cfg: RunConfig,
+    configured: SearchConfig,
+    searched: SearchConfig,
+    task: ClusteredTask,
+    space: CellSpace,
+    references_done: bool,
+) -> tuple[SearchConfig, str]:
+    """The final stage planned again when the search ends, for the seconds actually left
+    (the training's end less the leaderboard's estimates), from the configured protocol
+    (`cfg.final_length`, `configured`'s champion cells and final steps) down the same ladder
+    (`plan_final`): (the search config to finish with, its final length). `plan` records
+    what was given up ("final_stage_replanned") and the length used. Why: the plan priced
+    the search from a pilot and the search stops when its next step would not fit, so it
+    may leave more time than planned (a 90-s yearly fit planned its final stage without
+    refit or champion cell and ended at 52 s) or, running a step past the plan, less; the
+    final stage then takes what is there instead of what was guessed."""
+    left = plan["_training_ends"] - time.perf_counter()
+    left -= plan.get("after_final_seconds_estimate", 0.0)
+    if not references_done:
+        left -= plan.get("references_seconds_estimate", 0.0)
+    pricing = final_pricing(cfg, task, space, configured)
+    # priced on the configured search (its candidate training is the pilot's unit); the
+    # search's own settings stay, with the final stage's sizes the ladder leaves
+    priced, protocol, reduced, _ = plan_final(
+        configured,
+        cfg.final_length,
+        max(left, 0.0) / FINAL_SHARE,  # all that is left is the final stage's
+        plan["candidate_seconds"],
+        pricing["data_ratio"],
+        pricing["retrain_units"],
+        pricing["references"],
+    )
+    plan["final_stage_replanned"] = {
+        "seconds_left": round(left, 1),
+        "final_length": protocol.length_name,
+        "reduced": reduced,
+    }
+    log.info(
+        "time budget: the search left %.0f s for the final stage, which runs as %s%s",
+        left,
+        protocol.length_name,
+        f" ({'; '.join(reduced)})" if reduced else "",
+    )
+    final_cfg = dataclasses.replace(
+        searched, champion_cells=priced.champion_cells, final_steps=priced.final_steps
+    )
+    return final_cfg, protocol.length_name
+
+
 def plan_run(
     cfg: RunConfig,
     rundir: RunDirectory,
@@ -149,8 +221,7 @@ def plan_run(
     """The search config planned to the run's time budget. The plan is written once and
     reused on resume, so a resumed run searches exactly what the original planned."""
 
-    from ..space.tabular import TabularSpace  # torch: only when a budget is planned
-    from ..train.trainer import Trainer
+    from ..train.trainer import Trainer  # torch: only when a budget is planned
 
     assert cfg.seed is not None and cfg.time_budget is not None
     budget = float(cfg.time_budget)
@@ -169,15 +240,11 @@ def plan_run(
                 f"least {smallest:.0f} s of such trainings; give a larger --time-budget, or "
                 "less to train on (a shorter --context, fewer series or rows)"
             ) from None
-        n_fit = len(task.train) + len(task.val)
-        retrain = None
-        if cfg.final_epochs:  # epochs over train + val, summed over experts
-            batch = min(search_cfg.train.batch_size or n_fit, n_fit)
-            retrain = cfg.final_epochs * n_fit / batch / search_cfg.train.steps
+        pricing = final_pricing(cfg, task, space, search_cfg)
         references = _reference_seconds(task, space, limit=PILOT_SHARE * budget)
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
         seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
-        smallest = minimum_seconds(search_cfg, t, n_fit / max(len(task.train), 1))
+        smallest = minimum_seconds(search_cfg, t, pricing["data_ratio"])
         # (tables and images have no classical references to make room for: references 0)
         subset = bool(references and references > REFERENCES_SHARE * seconds)
         if subset:  # the search first; the references on the series a share of it allows
@@ -219,12 +286,18 @@ def plan_run(
             seconds,
             t,
             final_length=cfg.final_length,
-            data_ratio=n_fit / max(len(task.train), 1),
-            retrain_units=retrain,
-            references=isinstance(space, TabularSpace),  # `sgem.final.reference` trains them
+            **pricing,
             after_final=True,
         )
         plan["references_seconds_estimate"] = round(references, 1)
+        if "full_final_stage_needs_seconds" in plan:  # as a whole budget, like --time-budget
+            plan["full_final_stage_needs_seconds"] = round(
+                plan["full_final_stage_needs_seconds"]
+                + spent
+                + references
+                + tail_seconds(cfg.time_budget),
+                1,
+            )
         plan["references_on_a_subset"] = subset
         write_atomic(file, json.dumps(plan, indent=1))
     if plan.get("reduced"):
@@ -251,6 +324,7 @@ __all__ = [
     "apply_plan",
     "deadline",
     "extension_margin",
+    "final_pricing",
     "final_stage_reserve",
     "final_units",
     "minimum_seconds",
@@ -259,5 +333,6 @@ __all__ = [
     "plan_final",
     "plan_run",
     "plan_search",
+    "replan_final",
     "tail_seconds",
 ]

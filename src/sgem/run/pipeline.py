@@ -36,7 +36,7 @@ from ..search.config import SearchConfig
 from ..search.store import ObservationStore
 from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
-from .budget import deadline, extension_margin, plan_run, tail_seconds
+from .budget import deadline, extension_margin, plan_run, replan_final, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import classical_first, table_references
 from .run_result import (
@@ -252,6 +252,7 @@ def _stages(
     timing = {"task": time.perf_counter() - start}  # reading, validating, building the task
     space = build_space(cfg.space)
     search_cfg = experts_for(task, cfg.search, cfg.experts_at_most_clusters)
+    configured = search_cfg  # (a time budget's plan may make the final stage cheaper)
     # a resumed run whose trace has iterations must find its store (never restart silently)
     must_exist = resume and rundir.file(TRACE).exists() and rundir.file(TRACE).stat().st_size > 0
     store = ObservationStore(
@@ -317,6 +318,12 @@ def _stages(
         try:
             with clock.timed("search"):
                 trainer, found = method.search(task, budget)
+            if plan is not None:  # the final stage fitted to the time the search left
+                method.config, length = replan_final(
+                    plan, cfg, configured, method.config, task, space, early_refs is not None
+                )
+                budget = budget.replace(final_length=length, final_steps=method.config.final_steps)
+                protocol = method.protocol(budget)
             # the final MoE (sgem.final.run_final): the champion cell and the finalists'
             # second look where the protocol asks, then the retrain every method shares; a
             # processes executor's warm workers make the tracking runs and retrain side by side
