@@ -159,6 +159,9 @@ def test_a_fit_done_early_says_why(table, tmp_path) -> None:
     # the plan's one iteration ran fast: the search ran on to twice the configured count
     assert model.result["time_budget"]["iteration_cap"] == 2
     assert model.result["selection"]["iterations_run"] == 2 and "all 2 EM" in why
+    # the final stage was planned again for what the search left, and kept its length
+    again = model.result["time_budget"]["final_stage_replanned"]
+    assert again["seconds_left"] > 0 and again["reduced"] == []
 
 
 def test_an_expert_without_a_cluster_is_dropped_before_saving(tmp_path) -> None:

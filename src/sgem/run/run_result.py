@@ -41,7 +41,8 @@ def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
             return (
                 f"done early ({wall:.0f} s of {budget:.0f} s): the search ran {ran} EM "
                 f"iteration{'s' * (ran != 1)} up to its deadline, which kept the time a pilot "
-                "training predicted for the final stage, and the final stage took less"
+                f"training predicted for the final stage, and the final stage{_replanned(plan)} "
+                "took less"
             )
         return (
             f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all {ran} EM "
@@ -49,6 +50,14 @@ def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
             "finished; more iterations would use the rest"
         )
     return f"the planned search and final stage finished within the budget ({wall:.0f} s)"
+
+
+def _replanned(plan: dict) -> str:
+    """How the final stage was planned again when the search ended (`replan_final`)."""
+    again = plan.get("final_stage_replanned")
+    if not again:
+        return ""
+    return f" (planned for the {again['seconds_left']:.0f} s left: {again['final_length']})"
 
 
 def result_json(
