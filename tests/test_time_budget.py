@@ -16,6 +16,7 @@ from helpers import TINY_SEARCH
 import sgem
 from sgem.errors import SgemUserError
 from sgem.run.budget_clock import BudgetClock
+from sgem.run.early_references import CLASSICAL_FILE
 from sgem.train.time_fence import fence, fence_passed, training_fence
 
 
@@ -357,3 +358,14 @@ def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
     else:  # compared with seasonal naive, which greedy selection weighs against the MoE
         assert {"AutoETS", "AutoTheta"} <= set(models)  # each row says it was skipped
         assert model.combination is None or model.combination.names == ["seasonal naive"]
+    # references fitted before the search are kept for a resume, as they were scored
+    kept = tmp_path / "run" / CLASSICAL_FILE
+    if references_fit_first:
+        assert kept.exists()
+        from safetensors import safe_open
+
+        with safe_open(str(kept), framework="np") as f:
+            entries = json.loads(f.metadata()["references"])
+        notes = {r["model"]: r.get("note", "") for r in board["rows"]}
+        assert {e["method"] for e in entries} == {"seasonal naive", "AutoETS", "AutoTheta"}
+        assert all(notes[e["method"]] == e["note"] for e in entries)

@@ -4,13 +4,27 @@ them (`sgem.run.pipeline` calls these; the contest at the end scores them)."""
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
+
+from ..atomic import write_atomic
 from ..leaderboard.members import reference_methods
 from ..methods.budget import MethodBudget
+from ..methods.result import Fitted, MethodResult
 from ..space.timeseries import TimeSeriesSpace
 from .budget_clock import BudgetClock
+
+log = logging.getLogger(__name__)
+
+#: a forecaster's classical references as fitted, in the run directory: a resumed run reads
+#: them instead of fitting them again (AutoETS / AutoTheta took 68 s of a 3-minute tourism
+#: fit, and a resume paid them twice out of the same budget)
+CLASSICAL_FILE = "classical_references.safetensors"
 
 
 def table_references(task, space, seed: int, crps_samples: int, clock) -> list | None:
@@ -27,7 +41,9 @@ def table_references(task, space, seed: int, crps_samples: int, clock) -> list |
     return None if any(r.val_output is None for r in refs) else refs
 
 
-def classical_first(task, space, budget, plan: dict | None, clock: BudgetClock) -> list | None:
+def classical_first(
+    task, space, budget, plan: dict | None, clock: BudgetClock, kept: Path | None = None
+) -> list | None:
     """A forecaster's classical references (seasonal naive, AutoETS, AutoTheta), fitted before
     the search: they need no search, and a fit that cannot say whether it beat them is not
     done, so the budget spends their time first (`budget.deadline`) and never skips them.
@@ -36,12 +52,18 @@ def classical_first(task, space, budget, plan: dict | None, clock: BudgetClock) 
     their estimate (a slow machine must not eat the search's time). Where the plan has them
     on a subset (too many series for the budget), each costly member gets its share of their
     time and is scored on the random subset of the series it reaches
-    (`sgem.leaderboard.series_members.SUBSET`)."""
+    (`sgem.leaderboard.series_members.SUBSET`). `kept`: where they are kept
+    (`CLASSICAL_FILE`): read back there by a resumed run, written there once fitted."""
     if not isinstance(space, TimeSeriesSpace):
         return None
     estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
     if estimate == 0.0:
         return None
+    if kept is not None and kept.exists():
+        with clock.timed("classical_references"):
+            saved = read_references(kept, task)
+        if saved is not None:
+            return saved
     methods = reference_methods(space)
     subset = bool(plan and plan.get("references_on_a_subset"))
     refs = []
@@ -52,7 +74,81 @@ def classical_first(task, space, budget, plan: dict | None, clock: BudgetClock) 
                 # scored on the series it reaches in it (seasonal naive: free)
                 until = time.perf_counter() + estimate / max(len(methods) - 1, 1)
             refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
-    return None if any(r.val_output is None for r in refs) else refs
+    if any(r.val_output is None for r in refs):
+        return None
+    if kept is not None:
+        write_references(kept, refs)
+    return refs
 
 
-__all__ = ["classical_first", "table_references"]
+def write_references(path: Path, refs: list[MethodResult]) -> None:
+    """Classical references as safetensors: their outputs as arrays, the rest (names, notes,
+    each member's spread and tails) as JSON in the file's metadata; one atomic write."""
+    from safetensors.numpy import save
+
+    arrays, entries = {}, []
+    for i, r in enumerate(refs):
+        arrays[f"{i}.val"] = np.ascontiguousarray(r.val_output, dtype=np.float64)
+        arrays[f"{i}.test"] = np.ascontiguousarray(r.test_output, dtype=np.float64)
+        fit = r.fitted.classical if r.fitted is not None else None
+        entries.append(
+            {
+                "method": r.method,
+                "seed": r.seed,
+                "seconds": r.seconds,
+                "note": r.note,
+                "kind": r.kind,
+                "crps_samples": r.crps_samples,
+                "classical": None if fit is None else fit.state(),
+                "extra": r.extra,
+            }
+        )
+    write_atomic(path, save(arrays, metadata={"references": json.dumps(entries)}))
+
+
+def read_references(path: Path, task) -> list[MethodResult] | None:
+    """The classical references `write_references` kept, or None (and they are fitted
+    again) where the file is unreadable or does not fit this task's windows."""
+    from safetensors import safe_open
+
+    from ..moe.classical import ClassicalMember
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            entries = json.loads((f.metadata() or {})["references"])
+            arrays = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
+        refs = []
+        for i, e in enumerate(entries):
+            val, test = arrays[f"{i}.val"], arrays[f"{i}.test"]
+            shapes = (val.shape, test.shape)
+            if shapes != ((*np.shape(task.val.y), 3), (*np.shape(task.test.y), 3)):
+                raise ValueError(f"outputs of shapes {shapes} for this task's windows")
+            state = e["classical"]
+            member = None if state is None else ClassicalMember.from_state(state)
+            refs.append(
+                MethodResult(
+                    str(e["method"]),
+                    int(e["seed"]),
+                    seconds=float(e["seconds"]),
+                    val_output=val,
+                    test_output=test,
+                    note=str(e["note"]),
+                    kind=str(e["kind"]),
+                    crps_samples=int(e["crps_samples"]),
+                    fitted=Fitted(classical=member),
+                    extra=dict(e["extra"]),
+                )
+            )
+    except Exception as err:  # any damage: fit them again rather than trust or crash
+        log.warning("kept classical references unreadable (%s): fitting them again", err)
+        return None
+    return refs or None
+
+
+__all__ = [
+    "CLASSICAL_FILE",
+    "classical_first",
+    "read_references",
+    "table_references",
+    "write_references",
+]

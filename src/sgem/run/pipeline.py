@@ -38,7 +38,7 @@ from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
 from .budget import deadline, extension_margin, plan_run, replan_final, tail_seconds
 from .budget_clock import CLOCK_FILE, BudgetClock
-from .early_references import classical_first, table_references
+from .early_references import CLASSICAL_FILE, classical_first, table_references
 from .run_result import (
     MODEL_DIR,
     model_metrics,
@@ -284,7 +284,8 @@ def _stages(
         device=device,
         deadline=deadline(plan),
     )
-    early_refs = table_refs or classical_first(task, space, budget, plan, clock)
+    kept = rundir.file(CLASSICAL_FILE)
+    early_refs = table_refs or classical_first(task, space, budget, plan, clock, kept)
     budget = replace(budget, deadline=deadline(plan, references_done=early_refs is not None))
     try:
         # in-process executors are built by the search from its own trainer
