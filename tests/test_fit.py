@@ -126,6 +126,16 @@ def test_a_short_budget_makes_the_forecasting_final_stage_cheaper(tmp_path, monk
     assert "champion" not in result["selection"]  # no champion cell was trained
     if plan["final_length"] == "fixed":  # no validation-chosen length was tracked
         assert not any(result.get("final_length") or [])
+    # the summary says where the final stage's re-plan differs from the plan
+    from sgem.run.run_result import summarise
+
+    again = {"seconds_left": 42.0, "final_length": "validation-warm", "reduced": []}
+    restored = {**result, "time_budget": {**result["time_budget"], "final_stage_replanned": again}}
+    said = "final stage: validation-warm (planned again for the 42 s the search left; "
+    assert said + f"the plan had {plan['final_length']})" in summarise(restored)
+    same = {**again, "reduced": plan["reduced"], "final_length": plan["final_length"]}
+    kept = {**result, "time_budget": {**result["time_budget"], "final_stage_replanned": same}}
+    assert "planned again" not in summarise(kept)
 
 
 def test_fit_an_image_folder(tmp_path) -> None:

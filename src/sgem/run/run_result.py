@@ -221,6 +221,13 @@ def summarise(result: dict) -> str:
     budget = result.get("time_budget") or {}
     if budget.get("why_it_ended"):
         lines.append(f"  time budget: {budget['why_it_ended']}")
+    again = budget.get("final_stage_replanned") or {}
+    if again and again["reduced"] != budget.get("reduced", []):  # the search left more or less
+        had = budget.get("final_length", "the configured one")
+        lines.append(
+            f"  final stage: {again['final_length']} (planned again for the "
+            f"{again['seconds_left']:.0f} s the search left; the plan had {had})"
+        )
     timing = result.get("timing") or {}
     if timing:  # the three largest phases say where the time went
         top = sorted(timing.items(), key=lambda kv: -kv[1])[:3]
