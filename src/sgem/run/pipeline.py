@@ -315,7 +315,6 @@ def _stages(
             iteration_cap=(plan or {}).get("iteration_cap"),
             extension_margin=extension_margin(plan),
         )
-        protocol = method.protocol(budget)
         try:
             with clock.timed("search"):
                 trainer, found = method.search(task, budget)
@@ -324,7 +323,7 @@ def _stages(
                     plan, cfg, configured, method.config, task, space, early_refs is not None
                 )
                 budget = budget.replace(final_length=length, final_steps=method.config.final_steps)
-                protocol = method.protocol(budget)
+            protocol = method.protocol(budget)
             # the final MoE (sgem.final.run_final): the champion cell and the finalists'
             # second look where the protocol asks, then the retrain every method shares; a
             # processes executor's warm workers make the tracking runs and retrain side by side
