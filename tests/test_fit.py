@@ -305,6 +305,62 @@ def test_the_final_stage_is_planned_again_for_the_time_the_search_left() -> None
     assert final_cfg.final_steps < configured.final_steps  # nothing left: the shortest
 
 
+def test_the_deadline_moves_with_what_the_searched_cells_cost() -> None:
+    """The search's deadline keeps the final stage's reserve priced in the pilot's random
+    cells times what the incumbents' cells were measured to cost against the initial
+    design's: a search that settled on cheap cells searches longer (down to half the
+    reserve), one on costly cells never shorter than planned; no ratio before enough is
+    timed."""
+    import time
+    from types import SimpleNamespace
+
+    from sgem.run.budget import (
+        COST_RATIO_BOUNDS,
+        deadline,
+        moving_deadline,
+        searched_cost_ratio,
+    )
+    from sgem.space.arch import Arch
+
+    cheap, costly = Arch(("linear",) * 2, (0, 0)), Arch(("rbf",) * 2, (0, 0))
+    other, untimed = Arch(("relu",) * 2, (0, 0)), Arch(("square",) * 2, (0, 0))
+
+    def obs(arch, seconds, phase="init"):
+        return SimpleNamespace(arch=arch, seconds=seconds, phase=phase)
+
+    design = [obs(other, 2.0), obs(other, 2.0), obs(cheap, 1.0), obs(costly, 3.0)]
+    assert searched_cost_ratio(design[:2], [cheap]) is None  # too few random cells timed
+    assert searched_cost_ratio(design, [untimed]) is None  # the incumbent never timed
+    assert searched_cost_ratio(design, [cheap, costly]) == pytest.approx(1.0)
+    cheaper = [*design, obs(cheap, 2.0, "s-step")]  # cheap: 1.5 s, random cells: 2 s
+    assert searched_cost_ratio(cheaper, [cheap]) == pytest.approx(0.75)
+    assert (
+        searched_cost_ratio(design + [obs(cheap, 0.01, "s-step")] * 9, [cheap])
+        == (COST_RATIO_BOUNDS[0])
+    )
+    assert searched_cost_ratio(design, [costly]) == COST_RATIO_BOUNDS[1] == 1.0
+
+    now = time.perf_counter()
+    plan = {
+        "candidate_seconds": 1.0,
+        "final_retrain_seconds_estimate": 40.0,
+        "finalisation_seconds_estimate": 10.0,
+        "references_seconds_estimate": 7.0,
+        "_training_ends": now + 100.0,
+    }
+    planned = deadline(plan, references_done=True)
+    assert planned == pytest.approx(now + 50.0)
+    reprice = moving_deadline(plan, references_done=True)
+    store = SimpleNamespace(observations=cheaper)
+    moved, margin = reprice(store, [cheap])
+    assert plan["searched_cost_ratio"] == pytest.approx(0.75)
+    assert moved == pytest.approx(now + 100.0 - 0.75 * 50.0)  # the reserve at 0.75
+    assert margin == pytest.approx(0.25 * 0.75 * 50.0)
+    # the classical references' estimate is not a network's: never scaled
+    assert deadline(plan) == pytest.approx(moved - 7.0)
+    assert moving_deadline(None) is None
+
+
 def test_fit_a_regression_table(tmp_path) -> None:
     rng = np.random.default_rng(3)
     x = np.r_[rng.normal(-3, 1, (250, 2)), rng.normal(3, 1, (250, 2))]
@@ -413,6 +469,37 @@ def test_a_budgeted_search_runs_on_to_its_cap_while_the_deadline_allows(caplog):
     )
     assert held.selection["iterations_run"] == 1
     assert "stopped_at_deadline_after_iteration" not in held.selection  # the planned end
+
+
+def test_a_repriced_deadline_is_asked_before_every_em_step() -> None:
+    """`reprice` (a time budget's moving deadline) is asked before each EM step with the
+    run's store and the incumbents, and what it answers is the deadline: a far one lets
+    the search run on to its cap, one that has passed stops it."""
+    import time
+
+    from sgem.data import make_toy_task
+    from sgem.search import SGEM
+    from sgem.space import TabularSpace
+
+    cfg, task = _small_search(1), make_toy_task(0)
+    asked: list[tuple[int, int]] = []
+
+    def far(store, incumbents):
+        asked.append((len(store.observations), len(incumbents)))
+        return time.perf_counter() + 600, 0.0
+
+    result = SGEM(TabularSpace(), cfg, seed=0, progress=False).fit(
+        task, deadline=time.perf_counter(), iteration_cap=3, reprice=far
+    )
+    assert result.selection["iterations_run"] == 3 and len(asked) == 3
+    assert all(k == cfg.n_experts for _, k in asked) and asked[0][0] < asked[-1][0]
+    ended = SGEM(TabularSpace(), cfg, seed=0, progress=False).fit(
+        task,
+        deadline=time.perf_counter() + 600,
+        iteration_cap=3,
+        reprice=lambda store, incumbents: (time.perf_counter() - 1.0, 0.0),
+    )
+    assert ended.selection["stopped_at_deadline_after_iteration"] == 0
 
 
 def test_the_deadline_keeps_the_finalisation_its_trainings() -> None:

@@ -36,7 +36,14 @@ from ..search.config import SearchConfig
 from ..search.store import ObservationStore
 from ..train.time_fence import fence_passed, training_fence
 from ..train.trainer import resolve_device
-from .budget import deadline, extension_margin, plan_run, replan_final, tail_seconds
+from .budget import (
+    deadline,
+    extension_margin,
+    moving_deadline,
+    plan_run,
+    replan_final,
+    tail_seconds,
+)
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import CLASSICAL_FILE, classical_first, table_references
 from .run_result import (
@@ -314,6 +321,7 @@ def _stages(
             resume=resume,
             iteration_cap=(plan or {}).get("iteration_cap"),
             extension_margin=extension_margin(plan),
+            reprice=moving_deadline(plan, references_done=early_refs is not None),
         )
         try:
             with clock.timed("search"):

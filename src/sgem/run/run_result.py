@@ -41,8 +41,8 @@ def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
             return (
                 f"done early ({wall:.0f} s of {budget:.0f} s): the search ran {ran} EM "
                 f"iteration{'s' * (ran != 1)} up to its deadline, which kept the time a pilot "
-                f"training predicted for the final stage, and the final stage{_replanned(plan)} "
-                "took less"
+                f"training predicted for the final stage{_priced(plan)}, and the final "
+                f"stage{_replanned(plan)} took less"
             )
         return (
             f"done early ({wall:.0f} s of {budget:.0f} s): the search ran all {ran} EM "
@@ -50,6 +50,12 @@ def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
             "finished; more iterations would use the rest"
         )
     return f"the planned search and final stage finished within the budget ({wall:.0f} s)"
+
+
+def _priced(plan: dict) -> str:
+    """The searched cells' measured cost the reserve was priced at (`searched_cost_ratio`)."""
+    ratio = plan.get("searched_cost_ratio")
+    return "" if ratio is None or ratio >= 1.0 else f" (x{ratio:.2f}: what the searched cells cost)"
 
 
 def _replanned(plan: dict) -> str:

@@ -66,6 +66,7 @@ class Search(Protocol):
     deadline: float | None
     iteration_cap: int | None
     extension_margin: float
+    reprice: Callable[[ObservationStore, list[Arch]], tuple[float | None, float]] | None
     listener: Callable[[str, dict], None]
     store_: ObservationStore
     ledger_: Ledger
@@ -164,6 +165,8 @@ class SearchLoop:
         steps = progress_bar(t_done, total, search.progress)
         stopped, last = False, t_done
         for t in steps:  # a step that would end past the deadline does not start
+            if search.reprice is not None:  # priced on the cells searched so far
+                search.deadline, search.extension_margin = search.reprice(search.store_, carried[1])
             late = time.perf_counter() + self.cost.expected(t)
             if t > search.config.n_iterations:  # unplanned: leaves a margin (see `SGEM.fit`)
                 late += search.extension_margin

@@ -78,6 +78,8 @@ class SearchResult:
 
 
 Listener = Callable[[str, dict], None]
+#: (store, incumbent archs) -> (deadline, extension margin): see `SGEM.fit(reprice=...)`
+Reprice = Callable[[ObservationStore, list[Arch]], tuple[float | None, float]]
 
 
 class SGEM:
@@ -105,6 +107,7 @@ class SGEM:
         self.deadline: float | None = None
         self.iteration_cap: int | None = None
         self.extension_margin = 0.0
+        self.reprice: Reprice | None = None
         self.listener = listener or (lambda event, payload: None)
         self.device = device
 
@@ -118,6 +121,7 @@ class SGEM:
         deadline: float | None = None,
         iteration_cap: int | None = None,
         extension_margin: float = 0.0,
+        reprice: Reprice | None = None,
     ) -> SearchResult:
         """Run the search. `executor` is an Executor or the name of one ("inline",
         "batched", "processes", "ray"); `resume=True` continues from the store's last
@@ -127,10 +131,13 @@ class SGEM:
         deadline, `iteration_cap`: the loop runs on past `config.n_iterations` (then the
         count a time budget's pilot expected to fit) up to this many while the deadline
         allows; stopping there is the planned end, not a cut. A step past the planned count
-        must end `extension_margin` seconds before the deadline (a time budget: half the
-        final stage's reserve, `sgem.run.budget.extension_margin`)."""
+        must end `extension_margin` seconds before the deadline (a time budget: a quarter of the
+        final stage's reserve, `sgem.run.budget.extension_margin`). `reprice(store,
+        incumbents)`: the deadline and margin priced again before each EM step from what the
+        search has measured (a time budget: `sgem.run.budget.moving_deadline`)."""
         self.deadline, self.iteration_cap = deadline, iteration_cap
         self.extension_margin = float(extension_margin)
+        self.reprice = reprice
         cfg = self.config
         m, k_experts = task.n_clusters, cfg.n_experts
         if k_experts > m:
