@@ -325,12 +325,16 @@ def test_the_deadline_moves_with_what_the_searched_cells_cost() -> None:
     cheap, costly = Arch(("linear",) * 2, (0, 0)), Arch(("rbf",) * 2, (0, 0))
     other, untimed = Arch(("relu",) * 2, (0, 0)), Arch(("square",) * 2, (0, 0))
 
-    def obs(arch, seconds, phase="init"):
-        return SimpleNamespace(arch=arch, seconds=seconds, phase=phase)
+    def obs(arch, seconds, phase="init", loss=1.0):
+        mask = np.array([True, False])
+        return SimpleNamespace(
+            arch=arch, seconds=seconds, phase=phase, mask=mask, losses=np.array([loss, 9.0])
+        )
 
-    design = [obs(other, 2.0), obs(other, 2.0), obs(cheap, 1.0), obs(costly, 3.0)]
+    design = [obs(other, 2.0), obs(other, 2.0), obs(cheap, 1.0, loss=0.5), obs(costly, 3.0)]
     assert searched_cost_ratio(design[:2], [cheap]) is None  # too few random cells timed
-    assert searched_cost_ratio(design, [untimed]) is None  # the incumbent never timed
+    # incumbents not trained yet: the best cell measured so far stands in
+    assert searched_cost_ratio(design, [untimed]) == pytest.approx(0.5)
     assert searched_cost_ratio(design, [cheap, costly]) == pytest.approx(1.0)
     cheaper = [*design, obs(cheap, 2.0, "s-step")]  # cheap: 1.5 s, random cells: 2 s
     assert searched_cost_ratio(cheaper, [cheap]) == pytest.approx(0.75)
