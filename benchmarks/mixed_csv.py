@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -78,6 +79,7 @@ def recovery(structure: np.ndarray, expert: np.ndarray) -> dict:
 def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) -> dict:
     import sgem
 
+    shutil.rmtree(out, ignore_errors=True)  # a fresh fit: never a finished run resumed
     cmd = ["sgem", "fit", str(train), "--target", "label", "--seed", str(seed)]
     cmd += ["--out", str(out), "--quiet", *flags]
     start = time.perf_counter()
@@ -149,15 +151,14 @@ def main() -> None:
     for seed in args.seeds:
         train, test = write_csv(seed, runs / f"data-seed{seed}")
         row: dict = {"seed": seed}
-        for part, flags in FITS.items():
-            if part in args.parts:
-                row[part] = user_fit(train, test, runs / f"{part}-seed{seed}", seed, flags)
+        for part, flags in ((p, f) for p, f in FITS.items() if p in args.parts):
+            row[part] = user_fit(train, test, runs / f"{part}-seed{seed}", seed, flags)
         if "api" in args.parts:
             row["api"] = api_search(train, test, seed)
         rows.append(row)
         for part in args.parts:
-            shown = {k: v for k, v in row[part].items() if k in SHOWN}
-            print(f"seed {seed} {part:11s}", *(f"{k} {v}" for k, v in shown.items()), flush=True)
+            shown = [f"{k} {v}" for k, v in row[part].items() if k in SHOWN]
+            print(f"seed {seed} {part:11s}", *shown, flush=True)
         save(rows, args)
 
 
@@ -168,8 +169,7 @@ def flat(rows: list[dict]) -> list[dict]:
     return [{"seed": s, "part": p, **{k: v.get(k) for k in keys}} for s, p, v in parts]
 
 
-def save(rows: list[dict], args: argparse.Namespace) -> None:
-    """The JSON so far (after every seed)."""
+def save(rows: list[dict], args: argparse.Namespace) -> None:  # the JSON after every seed
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     summary = {
         part: {
