@@ -55,6 +55,8 @@ from .routing import expected_losses
 from .store import ObservationStore
 
 Carried = tuple[np.ndarray, list[Arch]]  # the routing logits and incumbents carried on
+#: (store, incumbent archs) -> (deadline, extension margin): see `SGEM.fit(reprice=...)`
+Reprice = Callable[[ObservationStore, list[Arch]], tuple[float | None, float]]
 
 
 class Search(Protocol):
@@ -66,7 +68,7 @@ class Search(Protocol):
     deadline: float | None
     iteration_cap: int | None
     extension_margin: float
-    reprice: Callable[[ObservationStore, list[Arch]], tuple[float | None, float]] | None
+    reprice: Reprice | None
     listener: Callable[[str, dict], None]
     store_: ObservationStore
     ledger_: Ledger

@@ -51,7 +51,7 @@ from .exploration import Explorer
 from .geometry import cluster_centroids, geometry_partition
 from .handoffs import Proposal, oracle_match
 from .ledger import Ledger
-from .loop import SearchLoop
+from .loop import Reprice, SearchLoop
 from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing
 from .routing import expected_losses, routing_m_step
@@ -78,8 +78,6 @@ class SearchResult:
 
 
 Listener = Callable[[str, dict], None]
-#: (store, incumbent archs) -> (deadline, extension margin): see `SGEM.fit(reprice=...)`
-Reprice = Callable[[ObservationStore, list[Arch]], tuple[float | None, float]]
 
 
 class SGEM:
