@@ -26,6 +26,7 @@ import pandas as pd
 from sgem.bench.future_scores import (
     add_rows,
     classical_forecasts,
+    competition_folder,
     new_record,
     scores,
     sgem_forecast,
@@ -33,25 +34,6 @@ from sgem.bench.future_scores import (
 from sgem.forecast import seasonality
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
-TOURISM = DATA.parent / "timeseries" / "tourism_monthly.tsf"
-
-
-def tourism_split(tsf: Path, out: Path) -> None:
-    """m3-style train / test CSVs of the tourism file: the last `@horizon` (24) points of
-    every series held out, as the tourism competition's monthly track did."""
-    from sgem.data.tsf_reader import read_tsf
-
-    data = read_tsf(tsf)
-    h = int(data.horizon or 24)
-    frames = []
-    for name, attrs, values in zip(data.names(), data.attributes, data.series, strict=True):
-        ds = pd.date_range(attrs["start_timestamp"], periods=len(values), freq="MS")
-        frames.append(pd.DataFrame({"unique_id": name, "ds": ds, "y": values}))
-    long = pd.concat(frames)
-    last = long.groupby("unique_id").cumcount(ascending=False) < h
-    out.mkdir(parents=True, exist_ok=True)
-    long[~last].to_csv(out / "m3_tourism_train.csv", index=False)
-    long[last].to_csv(out / "m3_tourism_test.csv", index=False)
 
 
 def main() -> None:
@@ -64,10 +46,7 @@ def main() -> None:
     args = p.parse_args()
     record = new_record(args.seed, args.time_budget, files={})
     for name in args.files:
-        folder = args.data
-        if name == "tourism":
-            folder = Path("runs/competition-data")
-            tourism_split(TOURISM, folder)
+        folder = competition_folder(name, args.data, Path("runs/competition-data"))
         train_path = folder / f"m3_{name}_train.csv"
         train = pd.read_csv(train_path, parse_dates=["ds"])
         test = pd.read_csv(folder / f"m3_{name}_test.csv", parse_dates=["ds"])

@@ -118,4 +118,38 @@ def classical_forecasts(
     return out
 
 
-__all__ = ["QUANTILES", "add_rows", "classical_forecasts", "new_record", "scores", "sgem_forecast"]
+def competition_folder(name: str, data: Path, scratch: Path) -> Path:
+    """The folder holding `m3_{name}_train.csv` and `m3_{name}_test.csv`: `data` (the shared
+    competition files); for `tourism`, `scratch`, where the shared tourism_monthly.tsf beside
+    `data` is split as the tourism competition's monthly track did: the last `@horizon` (24)
+    points of every series are the test."""
+    if name != "tourism":
+        return data
+    from ..data.tsf_reader import read_tsf
+
+    tsf = data.parent / "timeseries" / "tourism_monthly.tsf"
+    tourism = read_tsf(tsf)
+    h = int(tourism.horizon or 24)
+    frames = []
+    for series, attrs, values in zip(
+        tourism.names(), tourism.attributes, tourism.series, strict=True
+    ):
+        ds = pd.date_range(attrs["start_timestamp"], periods=len(values), freq="MS")
+        frames.append(pd.DataFrame({"unique_id": series, "ds": ds, "y": values}))
+    long = pd.concat(frames)
+    last = long.groupby("unique_id").cumcount(ascending=False) < h
+    scratch.mkdir(parents=True, exist_ok=True)
+    long[~last].to_csv(scratch / "m3_tourism_train.csv", index=False)
+    long[last].to_csv(scratch / "m3_tourism_test.csv", index=False)
+    return scratch
+
+
+__all__ = [
+    "QUANTILES",
+    "add_rows",
+    "classical_forecasts",
+    "competition_folder",
+    "new_record",
+    "scores",
+    "sgem_forecast",
+]
