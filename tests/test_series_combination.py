@@ -6,6 +6,7 @@ same."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -292,3 +293,30 @@ def test_one_series_without_an_id_column_is_fitted_and_predicted_by_its_own_name
     fc = predict_file(model, path)
     assert len(fc) == 7 and np.isfinite(fc["forecast"]).all()
     assert "date" in fc.columns and "ds" not in fc.columns  # the user's own names
+
+
+def test_a_classical_member_the_budget_cut_short_still_joins_the_combination(
+    tmp_path, monkeypatch
+) -> None:
+    """The budget's fence ends AutoETS' fits after 32 of the 40 series (AutoTheta never
+    starts): AutoETS still joins the saved combination, its weight fit on the windows of the
+    series it reached, and the saved model forecasts every series with it."""
+    import sgem.leaderboard.series_members as series_members
+
+    asked = {"n": 0}
+
+    def fence() -> bool:
+        asked["n"] += 1
+        return asked["n"] > 33  # (asked once before the first series)
+
+    monkeypatch.setattr(series_members, "fence_passed", fence)
+    model = _fit_with_length(tmp_path, "validation", final_steps=1)
+    rows = {r["model"]: r for r in model.result["leaderboard"]["rows"]}
+    assert "subset" in rows["AutoETS"] and "skipped" in rows["AutoTheta"].get("note", "")
+    mix = model.combination
+    assert mix is not None and "AutoETS" in mix.names, mix_note(model.result)
+    assert re.search(r"on the \d+ windows of the series AutoETS reached", mix_note(model.result))
+    saved = rows["saved model (combination)"]["holdout"]
+    assert np.isfinite(saved["crps"]) and np.isfinite(saved["rmse"])
+    series = [g["y"].to_numpy() for _, g in trend_frame().groupby("unique_id", sort=False)]
+    assert np.isfinite(model.forecast(series, quantiles=(0.1, 0.9)).quantiles[0.1]).all()

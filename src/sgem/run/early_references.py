@@ -48,8 +48,10 @@ def classical_first(
     the search: they need no search, and a fit that cannot say whether it beat them is not
     done, so the budget spends their time first (`budget.deadline`) and never skips them.
     None (they run at the end, if time is left) for other tasks, where the plan found no room
-    for them (`plan_run`: the smallest search goes first), or where they ran past twice
-    their estimate (a slow machine must not eat the search's time). Where the plan has them
+    for them (`plan_run`: the smallest search goes first), or where both AutoETS and
+    AutoTheta ran past twice their estimate (a slow machine must not eat the search's time;
+    where one of them was fitted, the other's row says it was skipped: running all three
+    again at the end paid the fitted one twice). Where the plan has them
     on a subset (too many series for the budget), each costly member gets its share of their
     time and is scored on the random subset of the series it reaches
     (`sgem.leaderboard.series_members.SUBSET`). `kept`: where they are kept
@@ -74,11 +76,17 @@ def classical_first(
                 # scored on the series it reaches in it (seasonal naive: free)
                 until = time.perf_counter() + estimate / max(len(methods) - 1, 1)
             refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
-    if any(r.val_output is None for r in refs):
-        return None
+    if not any(_fitted_costly(r) for r in refs):
+        return None  # (one of AutoETS / AutoTheta is enough: the other says it was skipped)
     if kept is not None:
         write_references(kept, refs)
     return refs
+
+
+def _fitted_costly(ref: MethodResult) -> bool:
+    """AutoETS or AutoTheta with outputs (seasonal naive is fitted whatever the budget)."""
+    member = ref.fitted.classical if ref.fitted is not None else None
+    return ref.val_output is not None and member is not None and not member.cheap
 
 
 def write_references(path: Path, refs: list[MethodResult]) -> None:
