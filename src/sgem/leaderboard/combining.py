@@ -79,7 +79,8 @@ def combine(
     fit on the holdout rows instead, and greedy selection alone decides; a forecaster's
     weights are shrunk toward the classical members' equal combination (`SHRINK_TO_EQUAL`),
     fit on the holdout where it has `MIN_HOLDOUT_WINDOWS` windows, its interval width on
-    validation and holdout pooled, and it is always saved. `ship_oof`: the saved network's
+    validation and holdout pooled, both on the windows every member has
+    (`_where_all_scored`), and it is always saved. `ship_oof`: the saved network's
     out-of-fold outputs on train + validation (a user's table whose saved model is one
     network), weighed on every row with the members. Returns
     ((Combination, state, arrays, holdout scores), its leaderboard row), or (None, None)."""
