@@ -28,7 +28,8 @@ def _x(split: Split) -> np.ndarray:
 #: the leaderboard's names of the classical members (`sgem.moe.classical.NAMES`)
 DISPLAY = {"SeasonalNaive": "seasonal naive"}
 #: `MethodResult.extra`'s key of a reference scored on some of the series ("k of n series":
-#: the budget ended first); its other windows' outputs are NaN, and it is not combined
+#: the budget ended first); its other windows' outputs are NaN, and a combination weighs it
+#: on the windows of the series it reached (`sgem.leaderboard.combining._where_all_scored`)
 SUBSET = "subset"
 #: ... where it has at least this many validation and holdout windows, else it is skipped
 MIN_SUBSET_WINDOWS = 30

@@ -311,8 +311,8 @@ def plan_run(
             log.warning(
                 "time budget %.0f s: AutoETS / AutoTheta on every series would take about "
                 "%.0f s; the leaderboard scores them on a random subset of the series in "
-                "about %.0f s (with the MoE on the same windows), and the saved model does not "
-                "combine them; about %.0f s would fit them on every series",
+                "about %.0f s (with the MoE on the same windows), and a combination weighs "
+                "them there; about %.0f s would fit them on every series",
                 float(cfg.time_budget),
                 references,
                 SUBSET_SHARE * seconds,
