@@ -328,14 +328,16 @@ def card_lines(state: dict) -> list[str]:
     if "coverage_80" in val and report.get("source") == HOLDOUT_SOURCE:
         cov = [hold["coverage_80"][k]["overall"] for k in ("raw", "calibrated")]
         lines.append(
-            "  80 % interval coverage raw -> calibrated: holdout {:.2f} -> {:.2f} (where it was "
-            "fitted: one or two series' validation windows overlap training)".format(*cov)
+            "  the networks' 80 % interval coverage raw -> calibrated: holdout {:.2f} -> {:.2f} "
+            "(where it was fitted: one or two series' validation windows overlap training)".format(
+                *cov
+            )
         )
     elif "coverage_80" in val:
         cov = [d["coverage_80"][k]["overall"] for d in (val, hold) for k in ("raw", "calibrated")]
         lines.append(
-            "  80 % interval coverage raw -> calibrated: validation {:.2f} -> {:.2f} (where "
-            "it was fitted), holdout {:.2f} -> {:.2f}".format(*cov)
+            "  the networks' 80 % interval coverage raw -> calibrated: validation {:.2f} -> "
+            "{:.2f} (where it was fitted), holdout {:.2f} -> {:.2f}".format(*cov)
         )
         calibrated = hold["coverage_80"]["calibrated"]
         key = "per_domain" if calibrated.get("per_domain") else "per_cluster"
