@@ -16,43 +16,30 @@ many series got a forecast.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
-
 from sgem.bench.future_scores import (
     add_rows,
     classical_forecasts,
-    competition_folder,
+    competition_arguments,
+    competition_file,
     new_record,
     scores,
     sgem_forecast,
 )
-from sgem.forecast import seasonality
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other", "tourism"])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--time-budget", type=float, default=300.0, help="seconds per sgem fit")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results/competition.json"))
-    args = p.parse_args()
+    args = competition_arguments(__doc__, DATA, 300.0, "benchmarks/results/competition.json")
     record = new_record(args.seed, args.time_budget, files={})
     for name in args.files:
-        folder = competition_folder(name, args.data, Path("runs/competition-data"))
-        train_path = folder / f"m3_{name}_train.csv"
-        train = pd.read_csv(train_path, parse_dates=["ds"])
-        test = pd.read_csv(folder / f"m3_{name}_test.csv", parse_dates=["ds"])
-        h = int(test.groupby("unique_id").size().max())
-        freq = pd.infer_freq(train[train["unique_id"] == train["unique_id"].iloc[0]]["ds"])
-        season = seasonality(freq)
+        data = competition_file(name, args.data, Path("runs/competition-data"))
+        train, test, h, freq, season = data.train, data.test, data.horizon, data.freq, data.season
+        train_path = data.train_path
         run = Path(f"runs/competition-{name}-seed{args.seed}")
         shutil.rmtree(run, ignore_errors=True)  # a fresh fit: never a run of older code
         fc, fit_s, predict_s, shipped = sgem_forecast(

@@ -16,7 +16,6 @@ says whether its calibration holds where the past is the question.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -26,12 +25,12 @@ import pandas as pd
 from sgem.bench.future_scores import (
     add_rows,
     classical_forecasts,
-    competition_folder,
+    competition_arguments,
+    competition_file,
     new_record,
     scores,
     sgem_forecast,
 )
-from sgem.forecast import seasonality
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "competition"
 
@@ -59,21 +58,11 @@ def scored(name: str, split: str, train, test, h, args, season, freq) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other", "tourism"])
-    p.add_argument("--data", type=Path, default=DATA)
-    p.add_argument("--time-budget", type=float, default=120.0, help="seconds per sgem fit")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results/coverage_shift.json"))
-    args = p.parse_args()
+    args = competition_arguments(__doc__, DATA, 120.0, "benchmarks/results/coverage_shift.json")
     record = new_record(args.seed, args.time_budget, files={})
     for name in args.files:
-        folder = competition_folder(name, args.data, Path("runs/competition-data"))
-        train = pd.read_csv(folder / f"m3_{name}_train.csv", parse_dates=["ds"])
-        test = pd.read_csv(folder / f"m3_{name}_test.csv", parse_dates=["ds"])
-        h = int(test.groupby("unique_id").size().max())
-        freq = pd.infer_freq(train[train["unique_id"] == train["unique_id"].iloc[0]]["ds"])
-        season = seasonality(freq)
+        data = competition_file(name, args.data, Path("runs/competition-data"))
+        train, test, h, freq, season = data.train, data.test, data.horizon, data.freq, data.season
         shift = {}
         for split, (fit_on, score_on) in {
             "last h": last_h_split(train, h),

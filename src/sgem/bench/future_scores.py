@@ -4,7 +4,9 @@ saved sgem model's and statsforecast's AutoETS / AutoTheta's on the same trainin
 
 from __future__ import annotations
 
+import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -144,10 +146,53 @@ def competition_folder(name: str, data: Path, scratch: Path) -> Path:
     return scratch
 
 
+@dataclass
+class CompetitionFile:
+    """One competition file's training and test frames, read as the scripts score them."""
+
+    name: str
+    train_path: Path
+    train: pd.DataFrame
+    test: pd.DataFrame
+    horizon: int
+    freq: str | None
+    season: int
+
+
+def competition_file(name: str, data: Path, scratch: Path) -> CompetitionFile:
+    """`m3_{name}_train.csv` / `_test.csv` (`competition_folder`), the horizon (the longest
+    test), the frequency pandas infers from the first series and its seasonal period."""
+    from ..forecast import seasonality
+
+    folder = competition_folder(name, data, scratch)
+    train_path = folder / f"m3_{name}_train.csv"
+    train = pd.read_csv(train_path, parse_dates=["ds"])
+    test = pd.read_csv(folder / f"m3_{name}_test.csv", parse_dates=["ds"])
+    first = train[train["unique_id"] == train["unique_id"].iloc[0]]["ds"]
+    freq = pd.infer_freq(first)
+    horizon = int(test.groupby("unique_id").size().max())
+    return CompetitionFile(name, train_path, train, test, horizon, freq, seasonality(freq))
+
+
+def competition_arguments(doc: str, data: Path, budget: float, out: str) -> argparse.Namespace:
+    """The competition scripts' arguments: --files, --data (default `data`: the shared
+    competition files), --time-budget (seconds per sgem fit), --seed and --out."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--files", nargs="+", default=["yearly", "quarterly", "other", "tourism"])
+    p.add_argument("--data", type=Path, default=data)
+    p.add_argument("--time-budget", type=float, default=budget, help="seconds per sgem fit")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path(out))
+    return p.parse_args()
+
+
 __all__ = [
     "QUANTILES",
+    "CompetitionFile",
     "add_rows",
     "classical_forecasts",
+    "competition_arguments",
+    "competition_file",
     "competition_folder",
     "new_record",
     "scores",
