@@ -91,16 +91,20 @@ def _fitted_costly(ref: MethodResult) -> bool:
 
 def write_references(path: Path, refs: list[MethodResult]) -> None:
     """Classical references as safetensors: their outputs as arrays, the rest (names, notes,
-    each member's spread and tails) as JSON in the file's metadata; one atomic write."""
+    each member's spread and tails; a member the budget skipped: its note alone) as JSON in
+    the file's metadata; one atomic write."""
     from safetensors.numpy import save
 
     arrays, entries = {}, []
     for i, r in enumerate(refs):
-        arrays[f"{i}.val"] = np.ascontiguousarray(r.val_output, dtype=np.float64)
-        arrays[f"{i}.test"] = np.ascontiguousarray(r.test_output, dtype=np.float64)
+        skipped = r.val_output is None or r.test_output is None  # (no outputs: a note only)
+        if not skipped:
+            arrays[f"{i}.val"] = np.ascontiguousarray(r.val_output, dtype=np.float64)
+            arrays[f"{i}.test"] = np.ascontiguousarray(r.test_output, dtype=np.float64)
         fit = r.fitted.classical if r.fitted is not None else None
         entries.append(
             {
+                "skipped": skipped,
                 "method": r.method,
                 "seed": r.seed,
                 "seconds": r.seconds,
@@ -127,6 +131,17 @@ def read_references(path: Path, task) -> list[MethodResult] | None:
             arrays = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
         refs = []
         for i, e in enumerate(entries):
+            if e.get("skipped") is True:  # a member the budget skipped: its row says so
+                refs.append(
+                    MethodResult(
+                        str(e["method"]),
+                        int(e["seed"]),
+                        note=str(e["note"]),
+                        kind=str(e["kind"]),
+                        crps_samples=int(e["crps_samples"]),
+                    )
+                )
+                continue
             val, test = arrays[f"{i}.val"], arrays[f"{i}.test"]
             shapes = (val.shape, test.shape)
             if shapes != ((*np.shape(task.val.y), 3), (*np.shape(task.test.y), 3)):
