@@ -322,3 +322,14 @@ def test_a_classical_member_the_budget_cut_short_still_joins_the_combination(
     assert np.isfinite(saved["crps"]) and np.isfinite(saved["rmse"])
     series = [g["y"].to_numpy() for _, g in trend_frame().groupby("unique_id", sort=False)]
     assert np.isfinite(model.forecast(series, quantiles=(0.1, 0.9)).quantiles[0.1]).all()
+
+
+def test_the_leaderboard_shows_each_models_interval_coverage(fitted) -> None:
+    """Every forecaster row has its 80 % interval's holdout coverage; the saved combination's
+    is made to hold 80 % of the windows its width was fit on."""
+    model, _, _ = fitted
+    frame = model.leaderboard()
+    assert {"val_coverage_80", "holdout_coverage_80"} <= set(frame.columns)
+    held = frame.set_index("model")["holdout_coverage_80"]
+    assert held.notna().all() and ((held >= 0) & (held <= 1)).all(), frame.to_string()
+    assert "holdout_coverage_80" in str(model)

@@ -78,8 +78,8 @@ def _greedy(n: int, loss_of, rounds: int) -> np.ndarray:
 
 
 def scores(out, split: Split, task: ClusteredTask, seed: int, crps_samples: int) -> dict:
-    """NLL, accuracy or RMSE / CRPS of `out` on `split` (model units), as
-    `sgem.moe.scoring.method_scores` scores every method."""
+    """NLL, accuracy or RMSE / CRPS and the 80 % interval's coverage of `out` on `split`
+    (model units), as `sgem.moe.scoring.method_scores` scores every method."""
     raw = method_scores(
         task,
         torch.as_tensor(out, dtype=torch.float64),
@@ -87,7 +87,7 @@ def scores(out, split: Split, task: ClusteredTask, seed: int, crps_samples: int)
         crps_samples=crps_samples,
         seed=seed,
     )
-    keys = ("test_nll", "test_accuracy", "test_rmse", "test_crps")
+    keys = ("test_nll", "test_accuracy", "test_rmse", "test_crps", "test_coverage_80")
     return {k.removeprefix("test_"): raw[k] for k in keys if raw.get(k) is not None}
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-METRICS = ("nll", "accuracy", "rmse", "crps")
+#: (coverage_80: how much of the samples each model's central 80 % interval holds, as scored)
+METRICS = ("nll", "accuracy", "rmse", "crps", "coverage_80")
 
 
 def leaderboard_frame(report: dict | None) -> Any:
@@ -41,12 +42,15 @@ def leaderboard_lines(report: dict | None) -> list[str]:
     frame = leaderboard_frame(report)
     cols = [c for c in frame.columns if c.startswith(("val_", "holdout_"))]
     width = max(len(m) for m in frame["model"])
-    head = f"  {'model':{width}s}  " + "  ".join(f"{c:>13s}" for c in cols)
+    size = {c: max(13, len(c)) for c in cols}
+    head = f"  {'model':{width}s}  " + "  ".join(f"{c:>{size[c]}s}" for c in cols)
     units = "; RMSE, CRPS in the target's units" if report.get("target_std") else ""
     lines = [f"leaderboard (validation decides, holdout reports{units}):", head]
     for _, r in frame.iterrows():
         cells = "  ".join(
-            f"{r[c]:13.4f}" if isinstance(r[c], float) and r[c] == r[c] else f"{'-':>13s}"
+            f"{r[c]:{size[c]}.4f}"
+            if isinstance(r[c], float) and r[c] == r[c]
+            else "-".rjust(size[c])
             for c in cols
         )
         note = f"  ({r['note']})" if r["note"] else ""

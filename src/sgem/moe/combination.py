@@ -214,7 +214,13 @@ class Combination:
         rmse = float(np.sqrt(np.mean(err**2)))
         if self.forecasting:  # no density: the CRPS from the quantile loss on a fine grid
             q = self.quantiles_of(outs, CRPS_GRID)
-            return {"test_rmse": rmse, "test_crps": float(quantile_loss(q, y).mean())}
+            target = np.asarray(y, np.float64).reshape(q[0.1].shape)
+            inside = (target >= q[0.1]) & (target <= q[0.9])
+            return {
+                "test_rmse": rmse,
+                "test_crps": float(quantile_loss(q, y).mean()),
+                "test_coverage_80": float(inside.mean()),
+            }
         return {"test_nll": nll, "test_rmse": rmse}
 
 
