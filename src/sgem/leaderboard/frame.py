@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: (coverage_80: how much of the samples each model's central 80 % interval holds, as scored)
+#: (coverage_80: how much of the samples each model's central 80 % interval holds, as scored:
+#: a network's raw intervals, which the saved model calibrates; a combination's calibrated)
 METRICS = ("nll", "accuracy", "rmse", "crps", "coverage_80")
 
 
