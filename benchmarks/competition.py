@@ -22,11 +22,10 @@ from pathlib import Path
 
 from sgem.bench.future_scores import (
     add_rows,
-    classical_forecasts,
     competition_arguments,
     competition_file,
+    method_rows,
     new_record,
-    scores,
     sgem_forecast,
 )
 
@@ -46,10 +45,10 @@ def main() -> None:
             train_path, h, args.time_budget, args.seed, run
         )
         fc.to_csv(run / "competition_forecast.csv", index=False)
-        rows = {"sgem": scores(train, test, fc, season) | {"seconds": fit_s + predict_s}}
-        rows["sgem"] |= {"fit_seconds": fit_s, "predict_seconds": predict_s, "saved": shipped}
-        for ref, (frame, seconds) in classical_forecasts(train, h, season, freq).items():
-            rows[ref] = scores(train, test, frame, season) | {"seconds": seconds}
+        rows = method_rows(
+            train, test, h, season, freq, fc, seconds=fit_s + predict_s, fit_seconds=fit_s,
+            predict_seconds=predict_s, saved=shipped,
+        )  # fmt: skip
         best = {k: min(rows[r][k] for r in ("AutoETS", "AutoTheta")) for k in ("mase", "wql")}
         verdict = {k: rows["sgem"][k] <= best[k] for k in best}
         record["files"][name] = {"h": h, "freq": freq, "season": season, "rows": rows}

@@ -24,11 +24,10 @@ import pandas as pd
 
 from sgem.bench.future_scores import (
     add_rows,
-    classical_forecasts,
     competition_arguments,
     competition_file,
+    method_rows,
     new_record,
-    scores,
     sgem_forecast,
 )
 
@@ -49,10 +48,7 @@ def scored(name: str, split: str, train, test, h, args, season, freq) -> dict:
     train_path = run.parent / f"{run.name}-train.csv"
     train.to_csv(train_path, index=False)
     fc, fit_s, predict_s, shipped = sgem_forecast(train_path, h, args.time_budget, args.seed, run)
-    rows = {"sgem": scores(train, test, fc, season) | {"seconds": fit_s + predict_s}}
-    rows["sgem"]["saved"] = shipped
-    for ref, (frame, seconds) in classical_forecasts(train, h, season, freq).items():
-        rows[ref] = scores(train, test, frame, season) | {"seconds": seconds}
+    rows = method_rows(train, test, h, season, freq, fc, seconds=fit_s + predict_s, saved=shipped)
     print(f"{name}, {split} (h={h}, budget {args.time_budget:.0f} s, saved: {shipped})")
     return rows
 

@@ -120,6 +120,17 @@ def classical_forecasts(
     return out
 
 
+def method_rows(
+    train: pd.DataFrame, test: pd.DataFrame, h: int, season: int, freq: str, fc, **sgem
+) -> dict[str, dict]:
+    """{method: scores on `test`}: sgem's forecast `fc` (its row also gets `sgem`'s items:
+    seconds, what was saved) beside AutoETS / AutoTheta fitted on `train`."""
+    rows = {"sgem": scores(train, test, fc, season) | sgem}
+    for ref, (frame, seconds) in classical_forecasts(train, h, season, freq).items():
+        rows[ref] = scores(train, test, frame, season) | {"seconds": seconds}
+    return rows
+
+
 def competition_folder(name: str, data: Path, scratch: Path) -> Path:
     """The folder holding `m3_{name}_train.csv` and `m3_{name}_test.csv`: `data` (the shared
     competition files); for `tourism`, `scratch`, where the shared tourism_monthly.tsf beside
@@ -194,6 +205,7 @@ __all__ = [
     "competition_arguments",
     "competition_file",
     "competition_folder",
+    "method_rows",
     "new_record",
     "scores",
     "sgem_forecast",

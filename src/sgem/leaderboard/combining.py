@@ -170,10 +170,8 @@ def combine(
         if both_parts and val_outs is not None:
             pooled = [np.concatenate([v, t]) for v, t in zip(val_outs, test_outs, strict=True)]
             y_pooled = np.concatenate([task.val.y[has], y_pooled])
-        on = _all_scored(pooled)
-        spread = conformal_spread(
-            averaged_quantiles([o[on] for o in pooled], w, WQL_GRID), y_pooled[on]
-        )
+        kept, on = _on_all_scored(pooled)
+        spread = conformal_spread(averaged_quantiles(kept, w, WQL_GRID), y_pooled[on])
     combination, state, arrays = Combination.build(
         w,
         [m.method for m in members],
@@ -201,10 +199,11 @@ def combine(
     return (combination, state, arrays, holdout), row
 
 
-def _all_scored(outs: list[np.ndarray]) -> np.ndarray:
-    """The samples every output has (a classical member cut short by the budget has NaN
-    outputs on the series it did not reach)."""
-    return np.logical_and.reduce([scored(o) for o in outs])
+def _on_all_scored(outs: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """(the outputs on the samples every one of them has, those samples): a classical member
+    cut short by the budget has NaN outputs on the series it did not reach."""
+    on = np.logical_and.reduce([scored(o) for o in outs])
+    return [o[on] for o in outs], on
 
 
 def _where_all_scored(
@@ -217,17 +216,17 @@ def _where_all_scored(
     fewer than `MIN_SUBSET_WINDOWS`, the members cut short are left out. Why: at a 25-s
     budget on the 174 M3 "other" series AutoETS reached 44, AutoTheta 168, and the
     combination without them was 96 % seasonal naive: MASE 1.41 against AutoETS' 0.70."""
-    on = _all_scored(outs)
+    kept, on = _on_all_scored(outs)
     if on.sum() < MIN_SUBSET_WINDOWS and not on.all():
         keep = [0, *[i + 1 for i, m in enumerate(ready) if not m.extra.get(SUBSET)]]
-        ready, outs = [ready[i - 1] for i in keep[1:]], [outs[i] for i in keep]
-        on = _all_scored(outs)
-    return ready, [o[on] for o in outs], on
+        ready = [ready[i - 1] for i in keep[1:]]
+        kept, on = _on_all_scored([outs[i] for i in keep])
+    return ready, kept, on
 
 
 def _scores_where_all_scored(combination, outs: list[np.ndarray], y: np.ndarray) -> dict:
-    on = _all_scored(outs)
-    return combination.scores_of([o[on] for o in outs], y[on])
+    kept, on = _on_all_scored(outs)
+    return combination.scores_of(kept, y[on])
 
 
 def _subset_note(members: list[MethodResult], windows: int) -> str:
