@@ -9,7 +9,7 @@ only in routing and architectures, never in training.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -61,6 +61,8 @@ class MoEReport:
     #: per expert, its tracking run's outputs on its region's validation samples (None
     #: where it had none); `sgem.final.calibration.validation_outputs` uses them; not saved
     val_outputs: list[np.ndarray | None] | None = field(default=None, repr=False, compare=False)
+    #: under a time budget: the seeds added to every expert afterwards (`sgem.final.seed_rounds`)
+    seed_rounds: dict | None = None
 
     def to_json(self) -> dict:
         extra: dict = {}
@@ -74,6 +76,8 @@ class MoEReport:
             extra["global_networks_test"] = self.global_networks_test
         if self.forecast is not None:
             extra["forecast"] = self.forecast
+        if self.seed_rounds is not None:
+            extra["seed_rounds"] = self.seed_rounds
         return extra | {
             "test_accuracy": self.test_accuracy,
             "test_nll": self.test_nll,
@@ -186,34 +190,14 @@ def train_final_moe(
             trainer, job.arch
         )
     moe = ClusterGatedMoE(experts, assignment, list(architectures)).to(trainer.device).eval()
-
-    x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)
-    c_test = torch.as_tensor(task.test.cluster, device=trainer.device)
-    with torch.no_grad():
-        out = moe(x_test, c_test)
-    scores = method_scores(
-        task,
-        out,
-        expert_of=assignment[task.test.cluster],
-        n_experts=len(architectures),
-        crps_samples=crps_samples,
-        seed=seed,
-    )
     report = MoEReport(
-        scores["test_accuracy"],
-        scores["test_nll"],
-        scores["per_expert_test_accuracy"],
+        None,
+        float("nan"),
+        [],
         time.perf_counter() - start,
-        test_crps=scores["test_crps"],
-        test_crps_closed_form=scores["test_crps_closed_form"],
-        per_domain_test_nll=scores["per_domain_test_nll"],
         steps=used_steps,
-        test_rmse=scores["test_rmse"],
         final_length=lengths if rule is not None else None,
-        test_coverage_80=scores["test_coverage_80"],
-        output=out.detach().cpu(),
         val_outputs=val_outputs if rule is not None else None,
-        forecast=scores["forecast"],
         global_networks=global_lengths,
         global_networks_test=score_networks(
             task,
@@ -225,7 +209,45 @@ def train_final_moe(
         if warm
         else None,
     )
-    return moe, report
+    return moe, rescored(task, trainer, moe, report, crps_samples, seed)
 
 
-__all__ = ["MoEReport", "train_final_moe"]
+def rescored(
+    task: ClusteredTask,
+    trainer: Trainer,
+    moe: ClusterGatedMoE,
+    report: MoEReport,
+    crps_samples: int,
+    seed: int,
+) -> MoEReport:
+    """`report` with `moe`'s test scores and outputs (tested once: after the retrain, and
+    again where seed rounds changed the experts, `sgem.final.seed_rounds`)."""
+    assignment = moe.assignment.cpu().numpy()
+    x_test = torch.as_tensor(task.test.x, dtype=torch.float32, device=trainer.device)
+    c_test = torch.as_tensor(task.test.cluster, device=trainer.device)
+    with torch.no_grad():
+        out = moe.eval()(x_test, c_test)
+    scores = method_scores(
+        task,
+        out,
+        expert_of=assignment[task.test.cluster],
+        n_experts=len(moe.experts),
+        crps_samples=crps_samples,
+        seed=seed,
+    )
+    return replace(
+        report,
+        test_accuracy=scores["test_accuracy"],
+        test_nll=scores["test_nll"],
+        per_expert_test_accuracy=scores["per_expert_test_accuracy"],
+        test_crps=scores["test_crps"],
+        test_crps_closed_form=scores["test_crps_closed_form"],
+        per_domain_test_nll=scores["per_domain_test_nll"],
+        test_rmse=scores["test_rmse"],
+        test_coverage_80=scores["test_coverage_80"],
+        output=out.detach().cpu(),
+        forecast=scores["forecast"],
+    )
+
+
+__all__ = ["MoEReport", "rescored", "train_final_moe"]

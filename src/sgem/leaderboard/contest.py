@@ -165,6 +165,8 @@ def compete(
         "evidence": evidence,
         "ensemble": _ensemble(task, members, has),
         "seconds": round(time.perf_counter() - start, 3),
+        # the seeds a time budget's final stage added to every expert (holdout NLL change)
+        "seed_rounds": final.report.seed_rounds if final.report is not None else None,
     }
     in_it = {best.method} if fallback else set()  # the fallback network is in the saved model
     report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combined_with, in_it)

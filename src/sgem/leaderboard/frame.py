@@ -111,6 +111,13 @@ def stage_lines(report: dict) -> list[str]:
         took = f"  {spent:.1f} s" if spent else ""
         lines.append(f"    {name:32s} {nll:9.4f}{change}{took}")
         before = nll
+    rounds = report.get("seed_rounds") or {}
+    if rounds.get("rounds"):  # the time left: more seeds of every expert (holdout, not chosen on)
+        lines.append(
+            f"    {'more seeds of every expert':32s} {rounds['rounds']} round(s), holdout NLL "
+            f"{rounds['holdout_nll_before']:.4f} -> {rounds['holdout_nll_after']:.4f}  "
+            f"{seconds.get('seed_rounds', rounds['seconds']):.1f} s"
+        )
     if seconds.get("scikit_learn_references"):  # fitted before the search (a user's table)
         spent = seconds["scikit_learn_references"]
         lines.append(f"    {'scikit-learn references':32s} {spent:.1f} s")

@@ -240,6 +240,7 @@ def replan_final(
     left -= ratio * plan.get("after_final_seconds_estimate", 0.0)
     if not references_done:
         left -= plan.get("references_seconds_estimate", 0.0)
+    plan["_final_stage_ends"] = time.perf_counter() + left  # (what it leaves: seed rounds)
     pricing = final_pricing(cfg, task, space, configured)
     # priced on the configured search (its candidate training is the pilot's unit); the
     # search's own settings stay, with the final stage's sizes the ladder leaves

@@ -28,6 +28,7 @@ STAGES = (
     "search",
     "final_stage",
     "references",
+    "seed_rounds",
     "leaderboard",
     "calibration",
     "saving",

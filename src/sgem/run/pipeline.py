@@ -27,6 +27,7 @@ from ..execution.executors import make_executor, resolve_executor
 from ..execution.progress import shown
 from ..final.calibration import calibrate_final, target_units
 from ..final.reference import add_references
+from ..final.seed_rounds import add_seed_rounds
 from ..leaderboard import compete
 from ..methods.result import drop_empty_experts
 from ..methods.sgem import SgemMethod
@@ -48,6 +49,7 @@ from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import CLASSICAL_FILE, classical_first, table_references
 from .run_result import (
     MODEL_DIR,
+    model_info,
     model_metrics,
     result_json,
     shipped_metrics,
@@ -366,6 +368,15 @@ def _stages(
                         executor=None if isinstance(executor, str) else executor,
                     )
             reference_seconds = time.perf_counter() - t_ref
+            if plan is not None and not final_cut:  # the final stage's time left: more seeds
+                with shown(progress), clock.timed("seed_rounds"):
+                    add_seed_rounds(
+                        task,
+                        trainer,
+                        final,
+                        until=plan["_final_stage_ends"],
+                        executor=None if isinstance(executor, str) else executor,
+                    )
         finally:
             if not isinstance(executor, str):
                 executor.close()
@@ -433,22 +444,7 @@ def _stages(
             trainer.n_out,
             metrics=shipped_metrics(result, shipped, task, contest.combination),
             members=contest.combination[2] if contest.combination else None,
-            info={
-                "seed": seed,
-                "method": "sgem",
-                "crps_samples": cfg.crps_samples,
-                "torch_threads": cfg.torch_threads,
-                "encoding": task.meta.get("encoding"),
-                "target_standardisation": task.meta.get("target_standardisation"),
-                "target": task.meta.get("target"),
-                "freq": task.meta.get("freq"),
-                "series_columns": task.meta.get("series_columns"),
-                # one network of each expert's cell on all clusters, same test samples
-                "reference_networks_test": result.get("global_networks_test"),
-                "calibration": calibration.state,
-                "leaderboard": contest.report,
-                "combination": contest.combination[1] if contest.combination else None,
-            },
+            info=model_info(cfg, task, result, calibration.state, contest),
         )
     result["model"] = MODEL_DIR
     from ..report.figures import draw_run_figures  # matplotlib only once a run has finished

@@ -99,6 +99,8 @@ def result_json(
             "global_networks": moe.get("global_networks"),
             # with warm starts: each cell's global network alone on the same test samples
             "global_networks_test": moe.get("global_networks_test"),
+            # under a time budget: the seeds added to every final expert with the time left
+            "seed_rounds": moe.get("seed_rounds"),
             "failed_trainings": found.failures,
             "search_seconds": round(found.seconds, 3),
             "wall_seconds": round(seconds, 3),
@@ -158,6 +160,28 @@ _METRICS = (
     "test_crps_closed_form",
     "per_domain_test_nll",
 )
+
+
+def model_info(cfg, task: ClusteredTask, result: dict, calibration: dict, contest) -> dict:
+    """What a saved model's model.json carries besides its metrics: how to read inputs
+    (encoding, target scaling, series columns), its calibration, its leaderboard and
+    combination (`sgem.moe.artifact.save_final_moe`'s `info`)."""
+    return {
+        "seed": cfg.seed,
+        "method": "sgem",
+        "crps_samples": cfg.crps_samples,
+        "torch_threads": cfg.torch_threads,
+        "encoding": task.meta.get("encoding"),
+        "target_standardisation": task.meta.get("target_standardisation"),
+        "target": task.meta.get("target"),
+        "freq": task.meta.get("freq"),
+        "series_columns": task.meta.get("series_columns"),
+        # one network of each expert's cell on all clusters, same test samples
+        "reference_networks_test": result.get("global_networks_test"),
+        "calibration": calibration,
+        "leaderboard": contest.report,
+        "combination": contest.combination[1] if contest.combination else None,
+    }
 
 
 def model_metrics(result: dict) -> dict:
