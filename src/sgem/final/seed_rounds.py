@@ -156,9 +156,8 @@ def _round_plan(
     globals_: list[_Network] = []
     for i, (key, arch) in enumerate(warm_cells.items()):
         steps = _refit_steps(known.get(key), None)
-        if steps is None:  # no global network to start from: those experts start from scratch
-            experts = [replace(e, warm=False) if e.arch.key == key else e for e in experts]
-            experts = [e for e in experts if e.warm or e.steps > 0]
+        if not steps:  # no global network length known: its experts' lengths mean nothing
+            experts = [e for e in experts if e.arch.key != key]
             continue
         globals_.append(_Network(i, arch, every, steps))
     return experts, globals_
@@ -179,12 +178,11 @@ def _round_share(
     """A round's steps as a share of the steps the final stage trained (its tracking runs,
     refits and global networks; the second look's and champion's runs left out, so the
     first round is priced high rather than low)."""
-    records = [r for r in (report.final_length or []) if r]
+    lengths = report.final_length or [None] * len(report.steps)
+    records = [r for r in lengths if r]
     records += [r for r in (report.global_networks or {}).values() if r]
     stage = sum(int(r.get("stopped_at") or 0) + int(r.get("refit_steps") or 0) for r in records)
-    stage += sum(
-        s or 0 for s, r in zip(report.steps, report.final_length or [], strict=False) if not r
-    )
+    stage += sum(s or 0 for s, r in zip(report.steps, lengths, strict=False) if not r)
     round_steps = sum(n.steps for n in experts) + sum(n.steps for n in globals_)
     return min(1.0, round_steps / stage) if stage > 0 else 1.0
 

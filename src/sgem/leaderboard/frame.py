@@ -114,8 +114,8 @@ def stage_lines(report: dict) -> list[str]:
     rounds = report.get("seed_rounds") or {}
     if rounds.get("rounds"):  # the time left: more seeds of every expert (holdout, not chosen on)
         lines.append(
-            f"    {'more seeds of every expert':32s} {rounds['rounds']} round(s), holdout NLL "
-            f"{rounds['holdout_nll_before']:.4f} -> {rounds['holdout_nll_after']:.4f}  "
+            f"    {'more seeds of every expert':32s} holdout NLL {rounds['holdout_nll_before']:.4f}"
+            f" -> {rounds['holdout_nll_after']:.4f} ({rounds['rounds']} rounds)  "
             f"{seconds.get('seed_rounds', rounds['seconds']):.1f} s"
         )
     if seconds.get("scikit_learn_references"):  # fitted before the search (a user's table)

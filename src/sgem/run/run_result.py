@@ -19,8 +19,23 @@ from .rundir import versions
 
 def why_it_ended(result: dict, clock: BudgetClock, planned) -> str:
     """One sentence on how a budgeted fit used its budget (a user asks when it returns
-    well before the budget, or exactly at it). `planned`: the search config the budget
-    plan ran."""
+    well before the budget, or exactly at it), and what the final stage's time left went
+    to (`sgem.final.seed_rounds`). `planned`: the search config the budget plan ran."""
+    return _how_it_ended(result, clock, planned) + _seeded(result.get("seed_rounds"))
+
+
+def _seeded(rounds: dict | None) -> str:
+    if not rounds:
+        return ""
+    if rounds["rounds"]:
+        return (
+            f"; then {rounds['rounds']} round{'s' * (rounds['rounds'] != 1)} of more seeds of "
+            f"every final expert used {rounds['seconds']:.0f} s the final stage left"
+        )
+    return f"; no round of more seeds of the final experts: {rounds['stopped']}"
+
+
+def _how_it_ended(result: dict, clock: BudgetClock, planned) -> str:
     budget = float(clock.budget or 0.0)
     wall = clock.elapsed()
     plan = result["time_budget"]

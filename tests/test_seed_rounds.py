@@ -1,0 +1,122 @@
+"""Seed rounds (sgem.final.seed_rounds): the time a budgeted final stage leaves becomes more
+seeds of every final expert, averaged in, tested again; a round that would not fit, or that
+the fence cuts, adds nothing."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from helpers import short_train, small_ts_space, small_ts_task
+
+from sgem.final.moe_fit import train_final_moe
+from sgem.final.seed_rounds import add_seed_rounds
+from sgem.methods.result import MethodResult
+from sgem.moe.averaged import MAX_NETWORKS, n_networks
+from sgem.moe.scoring import method_scores
+from sgem.train.time_fence import training_fence
+from sgem.train.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def setup():
+    task = small_ts_task(context=12, horizon=3)
+    space = small_ts_space()
+    trainer = Trainer(task, space, short_train())
+    archs = space.sample_many(2, np.random.default_rng(1))
+    return task, trainer, archs
+
+
+def _final(setup, length: str) -> MethodResult:
+    task, trainer, archs = setup
+    assignment = np.arange(task.n_clusters) % 2
+    started = time.perf_counter()
+    moe, report = train_final_moe(task, trainer, assignment, archs, steps=8, seed=0, length=length)
+    return MethodResult(
+        method="sgem",
+        seed=0,
+        assignment=assignment,
+        architectures=archs,
+        report=report,
+        moe=moe,
+        n_out=trainer.n_out,
+        n_trained=0,
+        seconds=time.perf_counter() - started,
+    )
+
+
+@pytest.mark.parametrize("length", ["validation-warm-twins", "validation-warm-norefit", "fixed"])
+def test_rounds_fill_the_time_left_and_the_holdout_is_scored_again(setup, length):
+    task, trainer, _ = setup
+    final = _final(setup, length)
+    before = [n_networks(e) for e in final.moe.experts]
+    record = add_seed_rounds(task, trainer, final, until=time.perf_counter() + 600)
+    # with all the time in the world, every expert fills up to the most it may hold
+    assert record["rounds"] == MAX_NETWORKS - max(before) > 0
+    assert record["networks_per_expert"] == [MAX_NETWORKS] * len(before)
+    assert "holds" in record["stopped"]
+    report = final.report
+    assert report.seed_rounds == record
+    x = torch.as_tensor(task.test.x, dtype=torch.float32)
+    with torch.no_grad():
+        out = final.moe(x, torch.as_tensor(task.test.cluster))
+    scores = method_scores(
+        task, out, expert_of=final.assignment[task.test.cluster], n_experts=2, seed=0
+    )
+    assert report.test_nll == pytest.approx(scores["test_nll"])
+    assert record["holdout_nll_after"] == report.test_nll != record["holdout_nll_before"]
+    torch.testing.assert_close(report.output, out)
+
+
+def test_no_round_starts_that_would_not_end_in_time(setup):
+    task, trainer, _ = setup
+    final = _final(setup, "validation-warm-twins")
+    report_before = final.report
+    record = add_seed_rounds(task, trainer, final, until=time.perf_counter())
+    assert record["rounds"] == 0 and "would not end" in record["stopped"]
+    assert [n_networks(e) for e in final.moe.experts] == [2, 2]
+    assert final.report.test_nll == report_before.test_nll
+
+
+def test_a_round_the_fence_cuts_is_dropped(setup):
+    task, trainer, _ = setup
+    final = _final(setup, "validation-warm-twins")
+    final.seconds = 0.0  # priced as free: the round starts, and the fence (passed) cuts it
+    with training_fence(time.time() - 1.0):
+        record = add_seed_rounds(task, trainer, final, until=time.perf_counter() + 600)
+    assert record["rounds"] == 0 and "cut" in record["stopped"]
+    assert [n_networks(e) for e in final.moe.experts] == [2, 2]
+
+
+def test_a_budgeted_fit_spends_what_its_final_stage_left_on_seeds_and_saves_them(tmp_path):
+    import pandas as pd
+    from helpers import TINY_SEARCH
+
+    import sgem
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 2))
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "label": (x.sum(1) > 0).astype(int)})
+    model = sgem.fit(
+        frame,
+        target="label",
+        out=tmp_path / "run",
+        progress=False,
+        config={"search": {**TINY_SEARCH, "n_iterations": 1}},
+        time_budget=20,
+        n_clusters=4,
+        executor="inline",
+    )
+    rounds = model.result["seed_rounds"]
+    assert rounds["rounds"] >= 1 and max(rounds["networks_per_expert"]) > 1
+    assert "round" in model.result["time_budget"]["why_it_ended"]
+    assert model.result["clock"]["stage_seconds"]["seed_rounds"] > 0
+    from sgem.leaderboard.frame import stage_lines
+
+    assert any(
+        "more seeds of every expert" in line for line in stage_lines(model.result["leaderboard"])
+    )
+    again = sgem.load(tmp_path / "run")
+    np.testing.assert_allclose(again.predict_proba(frame), model.predict_proba(frame))
