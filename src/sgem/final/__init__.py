@@ -3,7 +3,8 @@
 `run_final` (`stage.py`) is the one entry point, `FinalProtocol` (`protocol.py`) what it
 does: fixed or tracked length (`length.py`), experts from scratch or warm from a global
 network of their cell (`warm_start.py`), the champion cell (`champion.py`), the finalists'
-second look (`check.py`); `expert_fit.py` trains one final network, here or on workers.
+second look (`check.py`); `expert_fit.py` trains one final network, here or on workers;
+under a time budget, `seed_rounds.py` spends what the stage leaves on more seeds.
 Names resolve on first use, so `sgem.moe` can import the modules below without a cycle.
 """
 
