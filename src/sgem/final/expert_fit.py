@@ -20,7 +20,7 @@ from ..data.task import ClusteredTask
 from ..execution.progress import stage_bar
 from ..moe.averaged import AveragedExpert
 from ..space.arch import Arch
-from ..train.time_fence import fence, fence_passed
+from ..train.time_fence import fence, fence_passed, training_fence
 from ..train.trainer import Trainer
 from .length import LengthChoice, ValidationLength, expert_length
 
@@ -72,6 +72,9 @@ class ExpertJob:
     #: run (the second look's), where this job does not track again
     twin: bool = False
     known_state: dict[str, torch.Tensor] | None = None
+    #: a wall-clock time (`time.time()`) this job's trainings stop at, besides the budget's
+    #: fence, in whichever process runs it (`sgem.final.seed_rounds`: a round's end)
+    stop_at: float | None = None
 
 
 @dataclass
@@ -151,7 +154,20 @@ def fit_expert(
 ) -> ExpertFit:
     """Retrain one expert on its region of train + validation: the fixed length, or the
     length its validation tracking run chose (`job.rule`); from scratch, or fine-tuning
-    `job.init`."""
+    `job.init`; stopped at `job.stop_at` where it is set."""
+    if job.stop_at is None:
+        return _fit_expert(task, trainer, job, data)
+    at = fence()
+    with training_fence(job.stop_at if at is None else min(at, job.stop_at)):
+        return _fit_expert(task, trainer, job, data)
+
+
+def _fit_expert(
+    task: ClusteredTask,
+    trainer: Trainer,
+    job: ExpertJob,
+    data: tuple[torch.Tensor, torch.Tensor] | None,
+) -> ExpertFit:
     x, y = data if data is not None else train_val_tensors(task, trainer.device)
     c = np.concatenate([task.train.cluster, task.val.cluster])
     sel = torch.as_tensor(job.region[c], device=trainer.device)

@@ -18,8 +18,9 @@ the larger data (`ValidationLength.refit_steps`), with another seed:
    had no warm start) and joins its expert's average.
 
 Rounds run while the next one (priced at what the last took, the first at its share of
-the final stage's seconds) ends before `until`; the trainings of a round stop at `until`,
-and a round cut there is dropped whole. An expert holds at most `MAX_NETWORKS` networks.
+the final stage's seconds) ends before `until`; the trainings of a round stop at `until`
+(`ExpertJob.stop_at`, on the workers too), and a round cut there is dropped whole. An
+expert holds at most `MAX_NETWORKS` networks.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ..moe.averaged import MAX_NETWORKS, AveragedExpert, n_networks
 from ..moe.cluster_gated import ClusterGatedMoE
 from ..random_streams import expert_seed
 from ..space.arch import Arch
-from ..train.time_fence import fence, fence_passed, training_fence
+from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
 from .length import ValidationLength
@@ -96,14 +97,10 @@ def add_seed_rounds(
                 f"stage's share of the time budget does ({max(until - now, 0.0):.0f} s left)"
             )
             break
-        wall_until = time.time() + (until - now)
-        at = fence()
-        with training_fence(wall_until if at is None else min(at, wall_until)):
-            trained = _one_round(
-                task, trainer, experts, globals_, final.seed + ROUND_SEED_STRIDE * r, executor, r
-            )
-            cut = fence_passed()
-        if cut:
+        stop_at = time.time() + (until - now)  # (its trainings stop there, on any worker)
+        round_seed = final.seed + ROUND_SEED_STRIDE * r
+        trained = _one_round(task, trainer, experts, globals_, round_seed, executor, r, stop_at)
+        if fence_passed() or time.time() >= stop_at:
             stopped = "a round was cut at the time budget's fence (dropped)"
             break
         for k, network in trained.items():
@@ -195,18 +192,21 @@ def _one_round(
     seed: int,
     executor: object | None,
     r: int,
+    stop_at: float,
 ) -> dict[int, nn.Module]:
     """One round's networks by expert index (global networks first, then the experts)."""
     rule = ValidationLength(refit=True)
     starts: dict[str, WarmStart] = {}
     if globals_:
-        jobs = [_job(n, job_seed(seed, n.arch, n.region), rule, None) for n in globals_]
+        jobs = [_job(n, job_seed(seed, n.arch, n.region), rule, None, stop_at) for n in globals_]
         fits = fit_expert_jobs(task, trainer, jobs, executor, desc=f"seed round {r}: global")
         for n, fit in zip(globals_, fits, strict=True):
             state = fit.weights()
             starts[n.arch.key] = WarmStart(track_state=state, refit_state=state)
     jobs = [
-        _job(n, expert_seed(seed, n.index), rule, starts.get(n.arch.key) if n.warm else None)
+        _job(n, expert_seed(seed, n.index), rule, starts.get(n.arch.key), stop_at)
+        if n.warm
+        else _job(n, expert_seed(seed, n.index), rule, None, stop_at)
         for n in experts
     ]
     fits = fit_expert_jobs(task, trainer, jobs, executor, desc=f"seed round {r}: experts")
@@ -216,7 +216,9 @@ def _one_round(
     }
 
 
-def _job(network: _Network, seed: int, rule: ValidationLength, init: WarmStart | None) -> ExpertJob:
+def _job(
+    network: _Network, seed: int, rule: ValidationLength, init: WarmStart | None, stop_at: float
+) -> ExpertJob:
     """A refit of `network.steps` steps (a known length, so no tracking run)."""
     known = {"refit_steps": network.steps, "best_step": network.steps}
     return ExpertJob(
@@ -229,6 +231,7 @@ def _job(network: _Network, seed: int, rule: ValidationLength, init: WarmStart |
         rule,
         known_length=known,
         init=init,
+        stop_at=stop_at,
     )
 
 
