@@ -18,7 +18,7 @@ from ..data.task import ClusteredTask, Split
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
 from ..moe.classical import NORMAL_DF, ClassicalMember
-from ..train.time_fence import fence_passed
+from ..moe.classical_pool import Deadline, pool_workers, pooled_seconds
 
 
 def _x(split: Split) -> np.ndarray:
@@ -55,11 +55,13 @@ class ClassicalReference:
 
         ref = ClassicalMember(self.member)
 
-        def stop() -> bool:  # the budget's fence, or the budget's own deadline for them
-            late = budget.deadline is not None and time.perf_counter() > budget.deadline
-            return not ref.cheap and (late or fence_passed())
-
-        if stop():
+        # the budget's fence, or the budget's own deadline for them (a wall-clock time, so
+        # that the processes refitting them side by side read it too)
+        at = (
+            None if budget.deadline is None else time.time() + budget.deadline - time.perf_counter()
+        )
+        stop = None if ref.cheap else Deadline(at)
+        if stop is not None and stop():
             return skipped
         horizon = int(task.test.y.shape[1])
         start = time.perf_counter()
@@ -102,9 +104,9 @@ def classical_seconds(task: ClusteredTask, sample: int = 12, limit: float | None
     """What the `ClassicalReference`s will take on this task, measured: AutoETS and AutoTheta
     timed on a few validation windows (as the leaderboard fits them; fewer once the timing
     has spent `limit` seconds) and scaled to one fit per series with held-out windows (its
-    other origins run forward, at about a tenth of a fit), with a margin. A budget plan
-    reserves it (local fits of seasonal models on thousands of series take tens of
-    seconds)."""
+    other origins run forward, at about a tenth of a fit), with a margin, on the processes
+    they will be refitted in (`sgem.moe.classical_pool`). A budget plan reserves it (local
+    fits of seasonal models on thousands of series take tens of seconds)."""
     n = min(sample, len(task.val))
     if n == 0:
         return 0.0
@@ -123,7 +125,8 @@ def classical_seconds(task: ClusteredTask, sample: int = 12, limit: float | None
     per_fit = (time.perf_counter() - start) / timed
     windows = len(task.val) + len(task.test)
     fits = len(np.unique(np.concatenate([_origins(task, p)[1] for p in ("val", "test")])))
-    return 1.5 * per_fit * (fits + 0.1 * (windows - fits))
+    serial = 1.5 * per_fit * (fits + 0.1 * (windows - fits))
+    return pooled_seconds(serial, pool_workers(windows))
 
 
 def _seasons(task: ClusteredTask, split: Split) -> np.ndarray:
