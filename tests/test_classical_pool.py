@@ -70,3 +70,28 @@ def test_a_deadline_stops_them_partially_or_raises(monkeypatch):
 def test_few_histories_stay_in_this_process():
     assert pool_workers(MIN_POOLED - 1) == 1
     assert 1 <= pool_workers(10_000) <= MAX_WORKERS
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path):
+    """multiprocessing's spawn re-runs the caller's main script in every worker; a user's
+    script that forecasts at top level must run once, and its forecasts come back."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import numpy as np\n"
+        "import sgem.moe.classical_pool as pool\n"
+        "from sgem.moe.classical import ClassicalMember\n"
+        "pool.POOL_SECONDS = 0.0\n"
+        "print('top level ran', flush=True)\n"
+        "x = [50 + np.sin(np.arange(30 + i % 5)) for i in range(40)]\n"
+        "loc, _ = ClassicalMember('AutoTheta').forecast(x, 3, 4, workers=2)\n"
+        "print('finite', bool(np.isfinite(loc).all()), flush=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("top level ran") == 1
+    assert "finite True" in done.stdout

@@ -8,7 +8,8 @@ different series share nothing, so they split across processes with the same num
 
 The series (all the histories of one series together, so its later origins still run
 forward on its first fit) are dealt to `CHUNKS_PER_WORKER` chunks per worker, largest
-first; each chunk is the serial loop (`sgem.moe.classical`) in a spawned process. A `Deadline` (a
+first; each chunk is the serial loop (`sgem.moe.classical`) in a spawned process that does not
+run the caller's main script again, and a chunk a dying worker lost is done here. A `Deadline` (a
 wall-clock time, and the budget's fence, which spawned workers inherit) stops them: with
 `partial`, every chunk ends with the series it finished (still a random subset of the
 series), otherwise `Stopped` is raised as by the serial loop.
@@ -16,11 +17,14 @@ series), otherwise `Stopped` is raised as by the serial loop.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,31 +93,46 @@ def pooled_forecast(
     chunks = _chunks(histories, series, workers * CHUNKS_PER_WORKER)
     loc = np.full((len(histories), horizon), np.nan)
     scale = np.full_like(loc, np.nan)
-    context = mp.get_context("spawn")
-    with (
-        ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool,
-        stage_bar(
-            len(histories), f"{name} refitted per series ({workers} processes)", "fit"
-        ) as bar,
-    ):
-        futures = {
-            pool.submit(
-                chunk_forecast,
-                name,
-                [histories[i] for i in rows],
-                horizon,
-                seasons[rows],
-                series[rows],
-                stop,
-                partial,
-            ): rows
-            for rows in chunks
-        }
-        for future in as_completed(futures):
-            rows = futures[future]
-            loc[rows], scale[rows] = future.result()  # (a worker's `Stopped` is raised here)
-            bar.update(len(rows))
+    left = dict(enumerate(chunks))
+
+    def args(rows: np.ndarray) -> tuple:
+        subset = [histories[i] for i in rows]
+        return (name, subset, horizon, seasons[rows], series[rows], stop, partial)
+
+    desc = f"{name} refitted per series ({workers} processes)"
+    with stage_bar(len(histories), desc, "fit") as bar:
+        try:
+            with (
+                _main_not_rerun(),  # (the workers start while chunks are submitted)
+                ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool,
+            ):
+                futures = {pool.submit(chunk_forecast, *args(r)): i for i, r in left.items()}
+                for future in as_completed(futures):
+                    rows = left.pop(futures[future])
+                    loc[rows], scale[rows] = future.result()  # (a `Stopped` is raised here)
+                    bar.update(len(rows))
+        except BrokenProcessPool:  # a worker died (memory, a kill): the rest in this process
+            for rows in left.values():
+                loc[rows], scale[rows] = chunk_forecast(*args(rows))
+                bar.update(len(rows))
     return loc, scale
+
+
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Spawned workers start without importing the caller's `__main__`: multiprocessing's
+    spawn re-runs the main script in every worker (a user's script that calls `predict` at
+    top level, without `if __name__ == "__main__"`, would run again there and die), and
+    these workers need nothing from it (they import `chunk_forecast` by its module)."""
+    main = sys.modules.get("__main__")
+    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if hasattr(main, k)}
+    try:
+        for key in saved:
+            setattr(main, key, None)
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(main, key, value)
 
 
 def _chunks(histories: Sequence[np.ndarray], series: np.ndarray, n: int) -> list[np.ndarray]:
