@@ -120,7 +120,7 @@ def test_a_classical_reference_the_budget_cuts_short_is_scored_on_the_series_it_
 ):
     """Scored on the windows it reached (NaN elsewhere), said in its row, paired with the
     MoE on the same windows, and never combined; too few windows: skipped."""
-    import sgem.leaderboard.series_members as series_members
+    import sgem.moe.classical_pool as classical_pool
     from sgem.leaderboard.board import rows, scored
     from sgem.leaderboard.members import reference_budget
     from sgem.leaderboard.series_members import MIN_SUBSET_WINDOWS, SUBSET, ClassicalReference
@@ -133,7 +133,7 @@ def test_a_classical_reference_the_budget_cuts_short_is_scored_on_the_series_it_
     budget = reference_budget(Trainer(task, space, TrainConfig(steps=2)), 0, steps=3)
     for allowed, subset in ((120, True), (10, False)):
         calls = iter(range(10_000))
-        monkeypatch.setattr(series_members, "fence_passed", lambda c=calls, a=allowed: next(c) > a)
+        monkeypatch.setattr(classical_pool, "fence_passed", lambda c=calls, a=allowed: next(c) > a)
         ets = ClassicalReference("AutoETS").fit_evaluate(task, budget)
         if not subset:
             assert ets.val_output is None and "skipped" in ets.note

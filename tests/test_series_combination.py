@@ -303,7 +303,7 @@ def test_a_classical_member_the_budget_cut_short_still_joins_the_combination(
     """The budget's fence ends AutoETS' fits after 32 of the 40 series (AutoTheta never
     starts): AutoETS still joins the saved combination, its weight fit on the windows of the
     series it reached, and the saved model forecasts every series with it."""
-    import sgem.leaderboard.series_members as series_members
+    import sgem.moe.classical_pool as classical_pool
 
     asked = {"n": 0}
 
@@ -311,7 +311,7 @@ def test_a_classical_member_the_budget_cut_short_still_joins_the_combination(
         asked["n"] += 1
         return asked["n"] > 33  # (asked once before the first series)
 
-    monkeypatch.setattr(series_members, "fence_passed", fence)
+    monkeypatch.setattr(classical_pool, "fence_passed", fence)
     model = _fit_with_length(tmp_path, "validation", final_steps=1)
     rows = {r["model"]: r for r in model.result["leaderboard"]["rows"]}
     assert "subset" in rows["AutoETS"] and "skipped" in rows["AutoTheta"].get("note", "")

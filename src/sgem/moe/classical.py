@@ -156,9 +156,7 @@ class ClassicalMember:
         loc = np.full((len(histories), horizon), np.nan)
         scale = np.full_like(loc, np.nan)
         loc[probe], scale[probe] = done
-        if len(rest) == 0 or (stop is not None and stop()):
-            if stop is not None and stop() and not partial:
-                raise Stopped(f"{self.name} stopped after {len(probe)} of {len(histories)} series")
+        if len(rest) == 0 or np.isnan(loc[probe]).any():  # (`partial` stopped in the probe)
             return loc, scale
         expected = (time.perf_counter() - began) / max(len(probe), 1) * len(rest)
         subset = [histories[i] for i in rest]
