@@ -46,24 +46,36 @@ def clock_state(run: Path) -> tuple[float | None, dict[str, float]]:
         return None, {}
 
 
+def _budgeted(run: Path) -> bool:
+    """Whether the run's clock holds a time budget (unreadable: as if it did)."""
+    try:
+        return json.loads((run / CLOCK_FILE).read_text()).get("budget_seconds") is not None
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
 def next_command(fit: list[str], resume: list[str], run: str | os.PathLike) -> list[str]:
     """What continues a killed fit: `resume` once the run directory holds its config; a
     fit killed before that (reading the data) wrote nothing to resume: `fit` again."""
     return resume if (Path(run) / CONFIG).exists() else fit
 
 
-def interrupted_stage(before: dict[str, float], after: dict[str, float], saved: bool) -> str:
+def interrupted_stage(
+    before: dict[str, float], after: dict[str, float], saved: bool, budgeted: bool = True
+) -> str:
     """The stage a killed attempt was in: the one after the last clock stage it finished
     (`before` / `after`: the clock's stages at its start and at its death; `saved`: it had
-    saved the model, so only the figures and result.json were left)."""
+    saved the model, so only the figures and result.json were left; `budgeted`: the run
+    has a time budget, without which it has no seed rounds)."""
     if saved:
         return "figures"
-    done = [s for s in STAGES if after.get(s, 0.0) > before.get(s, 0.0)]
+    stages = [s for s in STAGES if budgeted or s != "seed_rounds"]
+    done = [s for s in stages if after.get(s, 0.0) > before.get(s, 0.0)]
     if not done:
         return "search"  # start-up, reading the data, planning or the search itself
     if done[-1] == "calibration":
         return "saving"
-    return STAGES[min(STAGES.index(done[-1]) + 1, len(STAGES) - 1)]
+    return stages[min(stages.index(done[-1]) + 1, len(stages) - 1)]
 
 
 @dataclass
@@ -114,7 +126,7 @@ def attempt(
     spent, after = clock_state(run)
     model = run / "model" / "model.json"  # saved just before the figures
     saved = model.exists() and model.stat().st_mtime >= wall and not (run / RESULT).exists()
-    stage = interrupted_stage(before, after, saved)
+    stage = interrupted_stage(before, after, saved, _budgeted(run))
     if spent is None:
         stage = "start-up"  # no clock yet: reading the data, claiming the directory
     text = err.read_text()
