@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 SAFETY = 1.2
 #: the seed of round r is the run's seed plus r times this (far from every other seed's)
 ROUND_SEED_STRIDE = 100_003
+#: every network of a round: a refit on train + validation at a known, data-scaled length
+_REFIT = ValidationLength(refit=True)
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,9 @@ def _refit_steps(length: dict | None, fixed: int | None) -> int | None:
     run's record), or the fixed length an expert trained (`fixed`); None if neither."""
     if length is None or "best_step" not in length:
         return fixed if fixed else None
-    rule = ValidationLength(refit=True)
-    return rule.refit_steps(int(length["best_step"]), int(length["n_train"]), int(length["n_val"]))
+    return _REFIT.refit_steps(
+        int(length["best_step"]), int(length["n_train"]), int(length["n_val"])
+    )
 
 
 def _round_share(
@@ -195,18 +198,15 @@ def _one_round(
     stop_at: float,
 ) -> dict[int, nn.Module]:
     """One round's networks by expert index (global networks first, then the experts)."""
-    rule = ValidationLength(refit=True)
     starts: dict[str, WarmStart] = {}
     if globals_:
-        jobs = [_job(n, job_seed(seed, n.arch, n.region), rule, None, stop_at) for n in globals_]
+        jobs = [_job(n, job_seed(seed, n.arch, n.region), None, stop_at) for n in globals_]
         fits = fit_expert_jobs(task, trainer, jobs, executor, desc=f"seed round {r}: global")
         for n, fit in zip(globals_, fits, strict=True):
             state = fit.weights()
             starts[n.arch.key] = WarmStart(track_state=state, refit_state=state)
     jobs = [
-        _job(n, expert_seed(seed, n.index), rule, starts.get(n.arch.key), stop_at)
-        if n.warm
-        else _job(n, expert_seed(seed, n.index), rule, None, stop_at)
+        _job(n, expert_seed(seed, n.index), starts[n.arch.key] if n.warm else None, stop_at)
         for n in experts
     ]
     fits = fit_expert_jobs(task, trainer, jobs, executor, desc=f"seed round {r}: experts")
@@ -216,9 +216,7 @@ def _one_round(
     }
 
 
-def _job(
-    network: _Network, seed: int, rule: ValidationLength, init: WarmStart | None, stop_at: float
-) -> ExpertJob:
+def _job(network: _Network, seed: int, init: WarmStart | None, stop_at: float) -> ExpertJob:
     """A refit of `network.steps` steps (a known length, so no tracking run)."""
     known = {"refit_steps": network.steps, "best_step": network.steps}
     return ExpertJob(
@@ -228,7 +226,7 @@ def _job(
         seed,
         network.steps,
         None,
-        rule,
+        _REFIT,
         known_length=known,
         init=init,
         stop_at=stop_at,

@@ -143,8 +143,7 @@ class ClassicalMember:
         """`forecast` on `workers` processes (`sgem.moe.classical_pool`) where the first
         `PROBE_SERIES` series, fitted here, say the rest would take over `POOL_SECONDS`
         (starting the workers costs seconds: yearly M3's 645 series fit in 2 s)."""
-        ids = np.arange(len(histories)) if series is None else np.asarray(series, np.int64)
-        rank = np.random.default_rng(0).permutation(int(ids.max(initial=0)) + 1)
+        ids, rank = _series_rank(len(histories), series)
         present = np.unique(ids)
         first = np.isin(ids, present[np.argsort(rank[present])][:PROBE_SERIES])
         began = time.perf_counter()
@@ -185,8 +184,7 @@ class ClassicalMember:
         reference = self._reference()
         loc = np.full((len(histories), horizon), np.nan)
         scale = np.full_like(loc, np.nan)
-        ids = np.arange(len(histories)) if series is None else np.asarray(series, np.int64)
-        rank = np.random.default_rng(0).permutation(int(ids.max(initial=0)) + 1)
+        ids, rank = _series_rank(len(histories), series)
         # each series' origins in time order (the first one fits), series in random order
         order = sorted(range(len(histories)), key=lambda i: (rank[ids[i]], len(histories[i])))
         fitted: dict[int, tuple] = {}  # series -> (fitted model, its season)
@@ -222,6 +220,13 @@ class ClassicalMember:
                 loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * max(np.abs(x).mean(), 1.0))
                 bar.update()
         return loc, scale
+
+
+def _series_rank(n: int, series: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(each history's series, each series id's place in the seeded random order the
+    series are fitted in); without `series`, every history is its own series."""
+    ids = np.arange(n) if series is None else np.asarray(series, np.int64)
+    return ids, np.random.default_rng(0).permutation(int(ids.max(initial=0)) + 1)
 
 
 def _chunk_forecast(name, histories, horizon, seasons, series, stop, partial):
