@@ -3,10 +3,12 @@ competition's own split: fit on `*_train.csv`, forecast the next h points of eve
 score against `*_test.csv`. `tourism` (the shared tourism_monthly.tsf) is split as its
 competition did: the last 24 months of every series are the test.
 
-Side by side in one run, per file: `sgem fit TRAIN --horizon H --time-budget B` (the saved
-model: searched MoE, selective routing or combination, as the leaderboard chose), then
-statsforecast's AutoETS and AutoTheta fitted on each whole training series (season from the
-file's frequency). Scores: MASE (utilsforecast, in-sample seasonal naive scale), sMAPE,
+Side by side in one run, per file: `sgem fit TRAIN --horizon H --season S --time-budget B`
+(the saved model: searched MoE, selective routing or combination, as the leaderboard
+chose), then statsforecast's AutoETS and AutoTheta fitted on each whole training series
+with the same season S: the one the data's README gives each file (yearly 1, quarterly 4,
+other 1, tourism 12; `sgem.bench.future_scores.SEASONS`), which MASE scales by too.
+Scores: MASE (utilsforecast, in-sample seasonal naive scale), sMAPE,
 wQL (mean over quantiles 0.1 ... 0.9 of 2 * sum of pinball losses / sum |y|, as GluonTS and
 AutoGluon define it), 80 % interval coverage (between the 0.1 and 0.9 quantiles), and how
 many series got a forecast.
@@ -42,7 +44,7 @@ def main() -> None:
         run = Path(f"runs/competition-{name}-seed{args.seed}")
         shutil.rmtree(run, ignore_errors=True)  # a fresh fit: never a run of older code
         fc, fit_s, predict_s, shipped = sgem_forecast(
-            train_path, h, args.time_budget, args.seed, run
+            train_path, h, args.time_budget, args.seed, run, season
         )
         fc.to_csv(run / "competition_forecast.csv", index=False)
         rows = method_rows(

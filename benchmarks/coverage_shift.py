@@ -47,7 +47,9 @@ def scored(name: str, split: str, train, test, h, args, season, freq) -> dict:
     run.mkdir(parents=True)
     train_path = run.parent / f"{run.name}-train.csv"
     train.to_csv(train_path, index=False)
-    fc, fit_s, predict_s, shipped = sgem_forecast(train_path, h, args.time_budget, args.seed, run)
+    fc, fit_s, predict_s, shipped = sgem_forecast(
+        train_path, h, args.time_budget, args.seed, run, season
+    )
     rows = method_rows(train, test, h, season, freq, fc, seconds=fit_s + predict_s, saved=shipped)
     print(f"{name}, {split} (h={h}, budget {args.time_budget:.0f} s, saved: {shipped})")
     return rows

@@ -174,6 +174,45 @@ def test_the_default_context_trains_on_every_series_of_many_short_ones(tmp_path)
     assert task.meta["series_report"]["series_short_padded"] > 0
 
 
+def test_a_given_season_overrides_the_frequencys_for_members_and_mase(tmp_path) -> None:
+    """M3's "other" series carry quarterly dates but no season: --season 1 is what the
+    classical members model and what MASE scales by; left out, the dates' 4 is."""
+    from sgem.moe.classical import season_of
+
+    rng = np.random.default_rng(2)
+    rows = [
+        pd.DataFrame(
+            {
+                "unique_id": f"o{i}",
+                "ds": pd.date_range("1990-01-01", periods=70, freq="QS"),
+                "y": 100 + np.cumsum(rng.normal(0.5, 2, 70)),
+            }
+        )
+        for i in range(8)
+    ]
+    path = tmp_path / "other.csv"
+    pd.concat(rows).to_csv(path, index=False)
+    dated = series_task({"path": str(path), "horizon": 8}, seed=0)
+    given = series_task({"path": str(path), "horizon": 8, "season": 1}, seed=0)
+    assert (season_of(dated.meta), dated.meta["seasonality"]) == (4, [4])
+    assert (season_of(given.meta), given.meta["seasonality"]) == (1, [1])
+    assert given.meta["freq"] == dated.meta["freq"]  # (the dates still date the forecasts)
+
+
+def test_season_is_refused_for_data_that_is_not_series(tmp_path) -> None:
+    from sgem.run.fitting import fit_config
+
+    table = tmp_path / "t.csv"
+    pd.DataFrame({"a": [1.0, 2.0, 3.0], "y": [0, 1, 0]}).to_csv(table, index=False)
+    with pytest.raises(SgemUserError, match=r"^--season is for series; this is tabular data"):
+        fit_config(table, target="y", kind="tabular", season=1)
+    from sgem.cli import _parser
+
+    series = _csv(tmp_path, [60, 60])
+    args = _parser().parse_args(["fit", str(series), "--season", "7"])
+    assert fit_config(series, season=args.season)["task"]["season"] == 7  # (alone: series)
+
+
 # -- refusals that name their fix ----------------------------------------------------------
 
 
@@ -229,6 +268,7 @@ def test_short_series_without_padding_name_a_context_that_fits() -> None:
     [
         ({"context": 1}, r"^context=1: it must be at least 2; use --context 2 or more$"),
         ({"horizon": 0}, r"^horizon=0: it must be at least 1; use --horizon 1 or more$"),
+        ({"season": 0}, r"^season=0: it must be at least 1; use --season 1 or more$"),
         ({"n_clusters": 1}, r"^n_clusters=1: it must be at least 3; use --clusters 3 or more$"),
         (
             {"n_clusters": 500},

@@ -99,6 +99,8 @@ class SgemForecaster:
         config: run config overrides (a dict or a YAML path), as `sgem fit --config`.
         quantiles: the quantile columns `predict` returns by default.
         context: past steps the model reads (None: from the frequency and the lengths).
+        season_length: the seasonal period (statsforecast's name) the classical members
+            model and MASE scales by (None: from the frequency; 1: no season).
         missing: "impute" (fill gaps, the default) or "error" (refuse series with gaps).
         alias: the name of the model's columns ("SGEM").
         progress: show the fit's progress bars.
@@ -115,6 +117,7 @@ class SgemForecaster:
         config: str | os.PathLike | dict | None = None,
         quantiles: Sequence[float] = (0.1, 0.5, 0.9),
         context: int | None = None,
+        season_length: int | None = None,
         missing: str = "impute",
         alias: str = "SGEM",
         progress: bool = False,
@@ -130,6 +133,7 @@ class SgemForecaster:
         self.config = config
         self.quantiles = tuple(float(q) for q in quantiles)
         self.context = context
+        self.season_length = season_length
         self.missing = missing
         self.alias = alias
         self.progress = progress
@@ -160,6 +164,7 @@ class SgemForecaster:
             kind="timeseries",
             horizon=self.h,
             context=self.context,
+            season=self.season_length,
             time_budget=self.time_budget,
             seed=self.seed,
             config=self.config,

@@ -71,14 +71,19 @@ def add_rows(record: dict, key: str, name: str, rows: dict[str, dict]) -> None:
         )
 
 
-def sgem_forecast(train_path: Path, h: int, budget: float, seed: int, run: Path) -> tuple:
+def sgem_forecast(
+    train_path: Path, h: int, budget: float, seed: int, run: Path, season: int | None = None
+) -> tuple:
     """(forecast frame, fit seconds, predict seconds, what was saved) of `sgem.fit` on
-    `train_path` with a time budget, predicting the next `h` points of every series."""
+    `train_path` with a time budget (and `season`, as `sgem fit --season`; None: from the
+    dates), predicting the next `h` points of every series."""
     import sgem
     from sgem.run.predict_io import predict_file
 
     start = time.perf_counter()
-    model = sgem.fit(train_path, horizon=h, time_budget=budget, seed=seed, out=run, progress=False)
+    model = sgem.fit(
+        train_path, horizon=h, time_budget=budget, seed=seed, out=run, progress=False, season=season
+    )
     fit_seconds = time.perf_counter() - start
     frame = predict_file(model, train_path, quantiles=QUANTILES)
     frame = frame.rename(columns={"forecast": "point"})
@@ -157,6 +162,11 @@ def competition_folder(name: str, data: Path, scratch: Path) -> Path:
     return scratch
 
 
+#: each competition file's seasonal period as its data's README gives it (M3's "other"
+#: series carry quarterly dates but no season); a file not named here: its dates' period
+SEASONS = {"yearly": 1, "quarterly": 4, "other": 1, "tourism": 12}
+
+
 @dataclass
 class CompetitionFile:
     """One competition file's training and test frames, read as the scripts score them."""
@@ -172,7 +182,8 @@ class CompetitionFile:
 
 def competition_file(name: str, data: Path, scratch: Path) -> CompetitionFile:
     """`m3_{name}_train.csv` / `_test.csv` (`competition_folder`), the horizon (the longest
-    test), the frequency pandas infers from the first series and its seasonal period."""
+    test), the frequency pandas infers from the first series and the file's seasonal period
+    (`SEASONS`, else the frequency's)."""
     from ..forecast import seasonality
 
     folder = competition_folder(name, data, scratch)
@@ -182,7 +193,8 @@ def competition_file(name: str, data: Path, scratch: Path) -> CompetitionFile:
     first = train[train["unique_id"] == train["unique_id"].iloc[0]]["ds"]
     freq = pd.infer_freq(first)
     horizon = int(test.groupby("unique_id").size().max())
-    return CompetitionFile(name, train_path, train, test, horizon, freq, seasonality(freq))
+    season = SEASONS.get(name) or seasonality(freq)
+    return CompetitionFile(name, train_path, train, test, horizon, freq, season)
 
 
 def competition_arguments(doc: str, data: Path, budget: float, out: str) -> argparse.Namespace:

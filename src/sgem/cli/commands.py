@@ -82,6 +82,7 @@ def _fit(args: argparse.Namespace) -> int:
             features=args.features.split(",") if args.features else None,
             horizon=args.horizon,
             context=args.context,
+            season=args.season,
             image_size=args.image_size,
             n_clusters=args.clusters,
             time_budget=args.time_budget,

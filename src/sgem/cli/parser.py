@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--context", type=int, default=None, help="series: past steps read (default from freq)"
     )
+    fit.add_argument(
+        "--season",
+        type=int,
+        default=None,
+        help="series: the seasonal period AutoETS / AutoTheta / seasonal naive model and MASE "
+        "scales by (default from the frequency: 12 monthly, 4 quarterly; 1: none)",
+    )
     fit.add_argument("--image-size", type=int, default=32, help="images: side in pixels (32)")
     fit.add_argument("--clusters", type=int, default=None, help="M (default from the data size)")
     fit.add_argument(

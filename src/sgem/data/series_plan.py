@@ -46,6 +46,8 @@ class SeriesPlan:
     n_clusters: int
     fix: str
     report: dict[str, Any] = field(default_factory=dict)
+    #: the seasonal period the user gave (--season), None: from the frequency or history
+    season: int | None = None
 
 
 def _split_sizes(n: int) -> tuple[int, int]:
@@ -112,8 +114,9 @@ def _too_few_windows(
 
 def plan_series(data: SeriesData, cfg: dict[str, Any]) -> SeriesPlan:
     """Fill, pad and count the series of `data` for the config section `cfg` (keys horizon,
-    context, missing, n_windows, n_clusters; None or absent: from the data)."""
+    context, season, missing, n_windows, n_clusters; None or absent: from the data)."""
     horizon = _positive(cfg, "horizon", "--horizon", 1) or int(data.horizon or 0)
+    season = _positive(cfg, "season", "--season", 1)
     if horizon < 1:
         raise SgemUserError("give the forecast horizon: --horizon N (steps to forecast)")
     filled = fill_series(data.series, cfg.get("missing") or "impute")
@@ -192,6 +195,7 @@ def plan_series(data: SeriesData, cfg: dict[str, Any]) -> SeriesPlan:
         n_clusters,
         ", or ".join(remedies),
         report,
+        season,
     )
 
 

@@ -143,13 +143,14 @@ def series_task(cfg: dict[str, Any], seed: int) -> ClusteredTask:
     meta = {
         **task.meta,
         "freq": data.freq,
-        # integer time steps carry no frequency: the season their history shows
-        "season": None if data.freq else infer_season(histories),
+        # the season the user gave; else integer time steps (no frequency) take the one
+        # their history shows, and dated series their frequency's (`season_of`)
+        "season": plan.season or (None if data.freq else infer_season(histories)),
         # the file's column names, which `sgem predict` reads new series with
         "series_columns": columns,
-        # the frequency read from the file or inferred from the timestamps sets the MASE period
+        # the season the user gave, else the frequency's, sets the MASE period
         "frequencies": [data.freq],
-        "seasonality": [seasonality(data.freq)],
+        "seasonality": [plan.season or seasonality(data.freq)],
         "series_names": plan.names,
         "missing": cfg.get("missing") or "impute",
         "pad_short": True,

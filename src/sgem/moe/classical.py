@@ -253,14 +253,17 @@ def _naive(x: np.ndarray, horizon: int, season: int) -> tuple[np.ndarray, np.nda
 
 
 def season_of(meta: dict | None) -> int:
-    """The seasonal period a classical member models for a forecasting task's file frequency
+    """The seasonal period a classical member models for a forecasting task: the season the
+    user gave (`meta["season"]`, `sgem fit --season`); else the file frequency's
     (`sgem.forecast.MODEL_SEASONALITIES`: daily data's is 7); without one, the season the
-    series' own history showed (`meta["season"]`, `infer_season`), else 0 (unknown: each
+    series' own history showed (`meta["season"]` too, `infer_season`), else 0 (unknown: each
     history's own autocorrelation chooses, as `choose_seasons` does)."""
     from ..forecast import MODEL_SEASONALITIES, seasonality
 
-    freq = (meta or {}).get("freq")
-    return seasonality(freq, MODEL_SEASONALITIES) if freq else int((meta or {}).get("season") or 0)
+    meta = meta or {}
+    if meta.get("season"):
+        return int(meta["season"])
+    return seasonality(meta["freq"], MODEL_SEASONALITIES) if meta.get("freq") else 0
 
 
 __all__ = [

@@ -60,6 +60,7 @@ def fit_config(
     features: list[str] | None = None,
     horizon: int | None = None,
     context: int | None = None,
+    season: int | None = None,
     image_size: int | None = 32,
     n_clusters: int | None = None,
     n_experts: int | None = None,
@@ -80,7 +81,9 @@ def fit_config(
     a combination with the references scores better: what ONNX export can serve.
     `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
     `task_kind` ("classification" / "regression") overrides a table's inferred kind;
-    `device` (cpu, cuda, cuda:N, auto; CLI --device) where the networks train."""
+    `device` (cpu, cuda, cuda:N, auto; CLI --device) where the networks train;
+    `season` (CLI --season) a series file's seasonal period where its dates do not say it
+    (the M3 "other" series carry quarterly dates but no season: 1)."""
     from ..data.table_missing import check_policy
     from .budget import parse_duration
     from .pipeline import merge, preset, read_config_file
@@ -94,11 +97,13 @@ def fit_config(
     path = Path(data).expanduser()
     if not path.exists():
         raise SgemUserError(f"{path} does not exist")
-    if kind is None and (horizon is not None or context is not None):
+    if kind is None and (horizon is not None or context is not None or season is not None):
         kind = "timeseries"  # a horizon is asked only of series: never a table's regression
     kind = kind or infer_kind(path, id_col, time_col, value_col)
     if kind not in KINDS:
         raise SgemUserError(f"unknown --kind {kind!r}; choose one of {list(KINDS)}")
+    if season is not None and kind != "timeseries":
+        raise SgemUserError(f"--season is for series; this is {kind} data (leave --season out)")
     if task_kind is not None and kind != "tabular":
         raise SgemUserError(
             f"--task {task_kind} is for tables; this is {kind} data (leave --task out)"
@@ -132,6 +137,7 @@ def fit_config(
             name="series",
             horizon=horizon,
             context=context,
+            season=season,
             n_windows=None,
             id_col=_series_id(path, id_col),
             time_col=time_col,
