@@ -333,3 +333,37 @@ def test_the_leaderboard_shows_each_models_interval_coverage(fitted) -> None:
     held = frame.set_index("model")["holdout_coverage_80"]
     assert held.notna().all() and ((held >= 0) & (held <= 1)).all(), frame.to_string()
     assert "holdout_coverage_80" in str(model)
+
+
+@pytest.fixture
+def broken_statsforecast(monkeypatch):
+    """statsforecast present but failing on import (as with one of its own dependencies
+    missing): `import statsforecast.models` raises."""
+    import sys
+
+    classical.statsforecast_missing.cache_clear()
+    monkeypatch.setitem(sys.modules, "statsforecast.models", None)
+    yield
+    classical.statsforecast_missing.cache_clear()
+
+
+def test_a_broken_statsforecast_is_named_never_replaced_by_seasonal_naive(
+    broken_statsforecast, tmp_path
+) -> None:
+    """Every failed local fit keeps the seasonal-naive forecast; an AutoETS that cannot be
+    imported must not pass for one: a saved model's forecast refuses, naming the fix, and a
+    fit's leaderboard says why AutoETS / AutoTheta are missing (seasonal naive still runs)."""
+    from sgem.errors import SgemUserError
+
+    histories = [np.linspace(1, 20, 20)]
+    with pytest.raises(SgemUserError, match=r"^AutoETS needs statsforecast, which cannot be "):
+        ClassicalMember("AutoETS").forecast(histories, 3, 1)
+    assert np.isfinite(ClassicalMember("SeasonalNaive").forecast(histories, 3, 1)[0]).all()
+    model = _fit_with_length(tmp_path, "validation", final_steps=1)
+    rows = {r["model"]: r for r in model.result["leaderboard"]["rows"]}
+    for name in ("AutoETS", "AutoTheta"):
+        assert "skipped: statsforecast cannot be imported" in rows[name].get("note", "")
+        assert "pip install --force-reinstall statsforecast" in rows[name]["note"]
+    assert "seasonal naive" in rows and "holdout" in rows["seasonal naive"]
+    mix = model.combination
+    assert mix is None or not {"AutoETS", "AutoTheta"} & set(mix.names)

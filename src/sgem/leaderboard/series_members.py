@@ -9,6 +9,7 @@ holdout outputs from a fit on train + validation, in the task's model units.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -17,8 +18,10 @@ import numpy as np
 from ..data.task import ClusteredTask, Split
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
-from ..moe.classical import NORMAL_DF, ClassicalMember
+from ..moe.classical import NORMAL_DF, ClassicalMember, statsforecast_missing
 from ..moe.classical_pool import Deadline, pool_workers, pooled_seconds
+
+log = logging.getLogger(__name__)
 
 
 def _x(split: Split) -> np.ndarray:
@@ -54,6 +57,12 @@ class ClassicalReference:
         skipped = MethodResult(self.name, budget.seed, note="skipped: budget ended", **fields)
 
         ref = ClassicalMember(self.member)
+        missing = None if ref.cheap else statsforecast_missing()
+        if missing is not None:  # (said on the leaderboard, not faked by seasonal naive)
+            note = f"skipped: statsforecast cannot be imported ({missing}); pip install "
+            note += "--force-reinstall statsforecast"
+            log.warning("%s %s", self.name, note)
+            return MethodResult(self.name, budget.seed, note=note, **fields)
 
         # the budget's fence, or the budget's own deadline for them (a wall-clock time, so
         # that the processes refitting them side by side read it too)
@@ -108,7 +117,7 @@ def classical_seconds(task: ClusteredTask, sample: int = 12, limit: float | None
     they will be refitted in (`sgem.moe.classical_pool`). A budget plan reserves it (local
     fits of seasonal models on thousands of series take tens of seconds)."""
     n = min(sample, len(task.val))
-    if n == 0:
+    if n == 0 or statsforecast_missing() is not None:  # (then they are skipped)
         return 0.0
     horizon = int(task.test.y.shape[1])
     index = np.linspace(0, len(task.val) - 1, n).astype(int)

@@ -12,11 +12,13 @@ forecast of the same history, so every series gets a forecast.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..errors import SgemUserError
 from ..execution.progress import stage_bar
 from . import classical_pool
 from .classical_pool import Deadline, pool_workers, pooled_forecast
@@ -46,6 +48,29 @@ PROBE_SERIES = 16
 
 class Stopped(RuntimeError):
     """A classical member's fits stopped by the caller's `stop` (a time budget's fence)."""
+
+
+@functools.cache
+def statsforecast_missing() -> str | None:
+    """Why statsforecast cannot be imported here (None: it can). Why: every local fit that
+    fails keeps the seasonal-naive forecast, so without this check a broken install (one
+    of its own dependencies missing) made "AutoETS" seasonal naive on every series, on the
+    leaderboard and in a saved combination's forecasts alike, without a word."""
+    try:
+        import statsforecast.models  # noqa: F401
+    except Exception as exc:  # (ImportError, or a dependency's own error on import)
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def require_statsforecast(name: str) -> None:
+    """Refuse, naming the fix, where `name` (AutoETS / AutoTheta) cannot be fitted."""
+    why = statsforecast_missing()
+    if why is not None:
+        raise SgemUserError(
+            f"{name} needs statsforecast, which cannot be imported here ({why}); reinstall "
+            "it with its dependencies: pip install --force-reinstall statsforecast"
+        )
 
 
 class ClassicalMember:
@@ -95,6 +120,7 @@ class ClassicalMember:
 
         if self.name == "SeasonalNaive":
             return _SeasonalNaive()
+        require_statsforecast(self.name)
         return {"AutoETS": AutoETSReference, "AutoTheta": AutoThetaReference}[self.name]()
 
     def forecast(
@@ -273,5 +299,7 @@ __all__ = [
     "NAMES",
     "ClassicalMember",
     "Stopped",
+    "require_statsforecast",
     "season_of",
+    "statsforecast_missing",
 ]
