@@ -7,7 +7,8 @@ Two parts, each a fresh `sgem` process per run, side by side in one invocation:
   global network (one network of an expert's cell on every cluster) and the saved model
   (selective routing, possibly combined with scikit-learn members), and the routing
   recovery (oracle match) as before;
-* scikit-learn's bundled tables: 80 / 20 splits (seeded, stratified for classes); `sgem fit
+* scikit-learn's bundled tables (breast cancer, digits, diabetes, and the small wine and
+  iris): 80 / 20 splits (seeded, stratified for classes); `sgem fit
   TRAIN --time-budget B`, then the saved model's accuracy / RMSE on the 20 % it never saw,
   beside logistic / ridge regression and gradient boosting fitted on the same training rows
   (the aim: accuracy within 1 point of the best, RMSE at most 1.02x).
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sgem.bench.user_tables import metric, scikit_learn, tables
+from sgem.bench.user_tables import TABLES, metric, scikit_learn, tables
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -127,6 +128,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--budget", type=float, default=120.0, help="seconds per table fit")
     p.add_argument("--table-seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
     p.add_argument("--runs", default="/tmp/sgem-leaderboard")
     p.add_argument("--out", default=str(RESULTS / "leaderboard.json"))
     args = p.parse_args()
@@ -143,7 +145,7 @@ def main() -> None:
         )
     table_rows = []
     for seed in args.table_seeds:
-        for name, paths in tables(runs, seed).items():
+        for name, paths in tables(runs, seed, tuple(args.tables)).items():
             r = table(name, paths, args.budget, runs, seed)
             table_rows.append(r)
             print(

@@ -8,21 +8,21 @@ from pathlib import Path
 
 import numpy as np
 
+#: scikit-learn's bundled tables: the issue's three, and two small ones (178 and 150 rows:
+#: a 20 % test of 36 and 30 rows, where one row is 2.8 and 3.3 points of accuracy)
+TABLES = ("breast_cancer", "digits", "diabetes", "wine", "iris")
 
-def tables(runs: Path, seed: int) -> dict[str, tuple[Path, Path]]:
-    """(train CSV, test CSV) per table: 80 / 20, stratified for classes, seeded. The test
-    rows are the user's own: no part of the fit sees them."""
-    from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+
+def tables(runs: Path, seed: int, names: tuple[str, ...] = TABLES) -> dict[str, tuple[Path, Path]]:
+    """(train CSV, test CSV) per table of `names`: 80 / 20, stratified for classes, seeded.
+    The test rows are the user's own: no part of the fit sees them."""
+    from sklearn import datasets
     from sklearn.model_selection import train_test_split
 
     runs.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, loader in (
-        ("breast_cancer", load_breast_cancer),
-        ("digits", load_digits),
-        ("diabetes", load_diabetes),
-    ):
-        frame = loader(as_frame=True).frame
+    for name in names:
+        frame = getattr(datasets, f"load_{name}")(as_frame=True).frame
         classes = frame["target"] if name != "diabetes" else None
         train, test = train_test_split(frame, test_size=0.2, random_state=seed, stratify=classes)
         paths[name] = (runs / f"{name}-{seed}-train.csv", runs / f"{name}-{seed}-test.csv")
@@ -65,4 +65,4 @@ def metric(y, pred, classes: bool) -> float:
     return float(np.sqrt(np.mean((y - pred.astype(np.float64)) ** 2)))
 
 
-__all__ = ["metric", "scikit_learn", "tables"]
+__all__ = ["TABLES", "metric", "scikit_learn", "tables"]

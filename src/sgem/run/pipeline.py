@@ -47,6 +47,7 @@ from .budget import (
 )
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import CLASSICAL_FILE, classical_first, table_references
+from .input_fingerprint import input_fingerprint
 from .run_result import (
     MODEL_DIR,
     model_info,
@@ -139,14 +140,14 @@ def run_config(
     run_dict = run_cfg.to_dict() if isinstance(run_cfg, RunConfig) else run_cfg
     cfg = validate_run(run_dict, executor, workers)
     rundir = RunDirectory(out)
-    if rundir.is_complete and rundir.read_config().get("run") == run_dict:
-        result = rundir.read_result()
-        result["reused"] = True
-        return result
+    reused = rundir.finished_result(run_dict)
+    if reused is not None:
+        return reused
     # the data is read before the directory is claimed: a bad file claims nothing
     torch.set_num_threads(cfg.torch_threads)
     task = build_task(cfg)
-    claimed = rundir.prepare({"run": run_dict, "versions": versions()})
+    read = input_fingerprint(run_dict)  # (reuse and resume refuse the run if it changes)
+    claimed = rundir.prepare({"run": run_dict, "versions": versions(), "input": read})
     try:
         with rundir.lock():
             execution = Execution(progress, executor, workers, ray_address, gpus_per_task)

@@ -20,6 +20,7 @@ import yaml
 
 from ..atomic import append_line, write_atomic
 from ..errors import SgemUserError
+from .input_fingerprint import changed_input
 
 CONFIG = "config.yaml"
 TRACE = "trace.jsonl"
@@ -105,6 +106,29 @@ class RunDirectory:
     def read_config(self) -> dict:
         return self._parsed(CONFIG, yaml.safe_load, "a run configuration")
 
+    def finished_result(self, run: dict) -> dict | None:
+        """The result of this same run (`run`: its config), finished, marked "reused"; None
+        where the directory holds no finished run of it. Refused where its data changed."""
+        if not self.is_complete:
+            return None
+        config = self.read_config()
+        if config.get("run") != run:
+            return None
+        self.check_input(config)
+        result = self.read_result()
+        result["reused"] = True
+        return result
+
+    def check_input(self, config: dict) -> None:
+        """Refuse to reuse or resume a run whose data changed since it was read (config.yaml's
+        "input" fingerprint, `sgem.run.input_fingerprint`)."""
+        why = changed_input(config.get("input"), config.get("run") or {})
+        if why is not None:
+            raise RunDirectoryError(
+                f"{self.path} holds a run fitted on other data: {why}. Give the new data its "
+                "own --out, or delete the directory to fit again."
+            )
+
     def prepare(self, config: dict) -> str:
         """Claim the directory for `config`. Returns "new" or "complete" (same config, done).
 
@@ -126,6 +150,7 @@ class RunDirectory:
                     f"{', '.join(diff) or 'config'}). Choose another --out, or delete the "
                     "directory to start over."
                 )
+            self.check_input(existing)
             if self.is_complete:
                 return "complete"
             if self.file(STORE).exists():
@@ -182,6 +207,7 @@ class RunDirectory:
         config = self.read_config()
         if "run" not in config:
             raise RunDirectoryError(f"{self.file(CONFIG)} has no 'run' section")
+        self.check_input(config)
         return config
 
     @contextlib.contextmanager
