@@ -68,3 +68,18 @@ def test_a_folders_fingerprint_sees_added_and_resized_files(tmp_path) -> None:
     (tmp_path / "images").rmdir()
     assert changed_input(recorded, run).endswith("no longer exists")
     assert changed_input(None, run) is None  # (a run written before fingerprints: no check)
+
+
+def test_the_cli_says_when_it_shows_a_finished_fit_instead_of_fitting(tmp_path, capsys) -> None:
+    import yaml
+
+    from sgem.cli import main
+
+    data, out, config = tmp_path / "train.csv", tmp_path / "run", tmp_path / "tiny.yaml"
+    _table(data, 0)
+    config.write_text(yaml.safe_dump({"search": dict(TINY_SEARCH)}))
+    command = ["fit", str(data), "--target", "y", "--out", str(out), "--config", str(config)]
+    assert main([*command, "--quiet"]) == 0
+    assert "already in" not in capsys.readouterr().out
+    assert main([*command, "--quiet"]) == 0
+    assert f"(the finished fit already in {out} is shown" in capsys.readouterr().out

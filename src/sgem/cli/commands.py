@@ -99,6 +99,8 @@ def _fit(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if result.get("reused"):  # (the same data and config: nothing was trained)
+        print(f"(the finished fit already in {out} is shown; give another --out to fit again)")
     if "experts_auto" in result:
         for row in result["experts_auto"]["candidates"]:
             print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}")
