@@ -373,3 +373,21 @@ def test_iso_dates_mixed_with_times_and_utc_offsets_are_read(tmp_path) -> None:
     hours = pd.date_range("2021-03-27 20:00", periods=12, freq="h", tz="Europe/Berlin")
     data = read_long_series(_long(tmp_path, [t.isoformat() for t in hours]))  # DST change
     assert data.freq == "h" and not np.isnan(data.series["a"]).any()
+
+
+def test_trading_days_with_holidays_missing_are_business_days_not_daily(tmp_path) -> None:
+    """A stock's closes: business days, a few holidays missing. They are on the daily grid
+    too, which filled in every weekend (223 of 726 values) and forecast Saturdays; the
+    business-day grid fills the holidays only. Daily data missing a few days (some at a
+    weekend) stays daily."""
+    from sgem.data.files import read_long_series
+
+    days = pd.bdate_range("2022-01-03", "2023-12-29")
+    holidays = days[np.random.default_rng(0).choice(len(days), 17, replace=False)]
+    trading = days[~days.isin(holidays)]
+    data = read_long_series(_long(tmp_path, trading.strftime("%Y-%m-%d")))
+    assert data.freq == "B" and len(data.series["a"]) == len(days)
+    assert int(np.isnan(data.series["a"]).sum()) == 17
+    calendar = pd.date_range("2022-01-01", periods=300, freq="D")
+    gappy = calendar[~calendar.isin(calendar[[10, 57, 120, 121, 200]])]  # (day 120: a Sunday)
+    assert read_long_series(_long(tmp_path, gappy.strftime("%Y-%m-%d"))).freq == "D"

@@ -160,24 +160,36 @@ def _on_grid(times: pd.DatetimeIndex, freq: str) -> bool:
     return bool((grid.get_indexer(times) >= 0).all())
 
 
+def _grid_steps(times: pd.DatetimeIndex, freq: str) -> int:
+    """How many steps of `freq` span the series (its length once its gaps are filled)."""
+    return len(pd.date_range(times[0], times[-1], freq=freq))
+
+
 def _infer_freq(groups: list[pd.Series]) -> str | None:
-    """The most common frequency of the series; with gaps in every series, the most common
-    frequency of runs of three consecutive timestamps that puts every series on its grid,
-    else a fixed step all steps are multiples of; None when nothing fits."""
+    """The most common frequency of the series; with gaps in every series, of the
+    frequencies that runs of three consecutive timestamps show, the one that puts every
+    series on its grid with the fewest steps to fill, else a fixed step all steps are
+    multiples of; None when nothing fits. (Why the fewest: business days with their
+    holidays missing are on the daily grid too, and were read as daily series with every
+    weekend filled in and forecast.)"""
     index = [pd.DatetimeIndex(t) for t in groups]
     freq = _most_common([f for t in index if len(t) >= 3 and (f := _freq_of(t)) is not None])
     if freq is not None:
         return freq
-    # gaps everywhere: what short gap-free runs say, checked against every series
+    # gaps everywhere: what short gap-free runs say (about 200 runs in all, at least 5 a
+    # series, so that the runs across a weekend are among them), checked on every series
+    per_series = max(5, 200 // max(len(index), 1))
     candidates = Counter(
         f
         for t in index
-        for i in range(0, max(len(t) - 2, 0), max((len(t) - 2) // 5, 1))
+        for i in range(0, max(len(t) - 2, 0), max((len(t) - 2) // per_series, 1))
         if (f := _freq_of(t[i : i + 3])) is not None
     )
-    for candidate, _ in candidates.most_common(3):
-        if all(_on_grid(t, candidate) for t in index if len(t)):
-            return candidate
+    fitting = [
+        c for c, _ in candidates.most_common(5) if all(_on_grid(t, c) for t in index if len(t))
+    ]
+    if fitting:
+        return min(fitting, key=lambda c: sum(_grid_steps(t, c) for t in index if len(t)))
     diffs = np.concatenate(
         [np.diff(t.asi8) for t in index if len(t) >= 2] or [np.zeros(0, np.int64)]
     )
