@@ -391,3 +391,23 @@ def test_trading_days_with_holidays_missing_are_business_days_not_daily(tmp_path
     calendar = pd.date_range("2022-01-01", periods=300, freq="D")
     gappy = calendar[~calendar.isin(calendar[[10, 57, 120, 121, 200]])]  # (day 120: a Sunday)
     assert read_long_series(_long(tmp_path, gappy.strftime("%Y-%m-%d"))).freq == "D"
+
+
+def test_a_value_written_as_a_missing_token_is_missing_and_other_text_is_refused(
+    tmp_path,
+) -> None:
+    """FRED's CSVs write "." for a missing value: read as missing (as a table's numeric
+    columns read "NA", "?", "-"); a word that is not a missing token is still refused."""
+    from sgem.data.files import read_long_series
+
+    path = tmp_path / "gdp.csv"
+    quarters = pd.date_range("2020-01-01", periods=6, freq="QS")
+    values = ["100.5", ".", "101.2", "NA", " - ", "103"]
+    pd.DataFrame({"DATE": quarters, "GDP": values}).to_csv(path, index=False)
+    data = read_long_series(path, id_col=None, time_col="DATE", value_col="GDP")
+    assert np.isnan(data.series["0"]).tolist() == [False, True, False, True, True, False]
+    values[4] = "high"
+    pd.DataFrame({"DATE": quarters, "GDP": values}).to_csv(path, index=False)
+    refused = r"^value column 'GDP' holds text in 1 rows \(rows 4, e.g. 'high'\); write numbers"
+    with pytest.raises(SgemUserError, match=refused):
+        read_long_series(path, id_col=None, time_col="DATE", value_col="GDP")

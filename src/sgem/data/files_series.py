@@ -32,6 +32,7 @@ from pandas.tseries.frequencies import to_offset
 from ..errors import SgemUserError
 from .files_tabular import _existing_file, _first_rows, read_frame
 from .series_times import read_times
+from .table_missing import is_missing_token
 from .tsf import read_tsf
 
 log = logging.getLogger(__name__)
@@ -118,13 +119,27 @@ def _from_tsf(path: Path) -> SeriesData:
 
 
 def _values(column: pd.Series, name: str) -> np.ndarray:
+    """The value column as numbers: a token that means "missing" by itself (FRED's ".",
+    "NA", "null", "-"; `is_missing_token`, as a table's numeric columns read them) is a
+    missing value, said once; any other text is refused, naming its rows."""
     numbers = pd.to_numeric(column, errors="coerce")
     text = numbers.isna().to_numpy() & column.notna().to_numpy()
-    if text.any():
+    words = column[text].astype(str).str.strip()
+    missing = words.map(is_missing_token).to_numpy(dtype=bool)
+    if (~missing).any():
+        rows = text.copy()
+        rows[text] = ~missing
         raise SgemUserError(
-            f"value column {name!r} holds text in {int(text.sum())} rows (rows "
-            f"{_first_rows(text)}, e.g. {column[text].iloc[0]!r}); write numbers, or leave a "
+            f"value column {name!r} holds text in {int(rows.sum())} rows (rows "
+            f"{_first_rows(rows)}, e.g. {column[rows].iloc[0]!r}); write numbers, or leave a "
             "missing value empty"
+        )
+    if text.any():
+        log.info(
+            "value column %r: %d values written as %s are read as missing",
+            name,
+            int(text.sum()),
+            " / ".join(repr(t) for t in sorted(set(words))),
         )
     values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
     infinite = np.isinf(values)
