@@ -133,6 +133,9 @@ def test_a_short_budget_makes_the_forecasting_final_stage_cheaper(tmp_path, monk
     restored = {**result, "time_budget": {**result["time_budget"], "final_stage_replanned": again}}
     said = "final stage: validation-warm (planned again for the 42 s the search left; "
     assert said + f"the plan had {plan['final_length']})" in summarise(restored)
+    over = {**result["time_budget"], "final_stage_replanned": {**again, "seconds_left": -14.0}}
+    said = "planned again for no time: the search ran 14 s into the final stage's share; "
+    assert said in summarise({**result, "time_budget": over})  # (not "the -14 s ... left")
     same = {**again, "reduced": plan["reduced"], "final_length": plan["final_length"]}
     kept = {**result, "time_budget": {**result["time_budget"], "final_stage_replanned": same}}
     assert "planned again" not in summarise(kept)

@@ -36,6 +36,7 @@ from .budget_arithmetic import (
     MIN_STEP_FRACTION,
     apply_plan,
     final_units,
+    left_for_final,
     minimum_seconds,
     plan_final,
     plan_search,
@@ -259,8 +260,8 @@ def replan_final(
         "reduced": reduced,
     }
     log.info(
-        "time budget: the search left %.0f s for the final stage, which runs as %s%s",
-        left,
+        "time budget: the final stage runs in %s, as %s%s",
+        left_for_final(left),
         protocol.length_name,
         f" ({'; '.join(reduced)})" if reduced else "",
     )

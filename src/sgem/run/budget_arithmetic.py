@@ -263,6 +263,14 @@ def apply_plan(cfg: SearchConfig, plan: dict) -> SearchConfig:
     return _apply(cfg, {k: plan[k] for k in (*PLAN_KEYS, "train_steps") if k in plan})
 
 
+def left_for_final(seconds: float) -> str:
+    """What the search left the final stage, in words: a search cut at its deadline can end
+    past its share (its last training finishes), which read as "the -14 s the search left"."""
+    if seconds >= 0:
+        return f"the {seconds:.0f} s the search left"
+    return f"no time: the search ran {-seconds:.0f} s into the final stage's share"
+
+
 __all__ = [
     "FINAL_SHARE",
     "ITERATION_CAP_FACTOR",
@@ -270,6 +278,7 @@ __all__ = [
     "PLAN_KEYS",
     "apply_plan",
     "final_units",
+    "left_for_final",
     "minimum_seconds",
     "plan_final",
     "plan_search",

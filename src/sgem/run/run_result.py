@@ -13,6 +13,7 @@ from ..data.task import ClusteredTask
 from ..methods.result import MethodResult
 from ..moe.scoring import without_moe_densities
 from ..search.sgem import SearchResult
+from .budget_arithmetic import left_for_final
 from .budget_clock import BudgetClock
 from .rundir import versions
 
@@ -270,8 +271,8 @@ def summarise(result: dict) -> str:
     if again and again["reduced"] != budget.get("reduced", []):  # the search left more or less
         had = budget.get("final_length", "the configured one")
         lines.append(
-            f"  final stage: {again['final_length']} (planned again for the "
-            f"{again['seconds_left']:.0f} s the search left; the plan had {had})"
+            f"  final stage: {again['final_length']} (planned again for "
+            f"{left_for_final(again['seconds_left'])}; the plan had {had})"
         )
     timing = result.get("timing") or {}
     if timing:  # the three largest phases say where the time went
