@@ -80,6 +80,21 @@ def test_no_round_starts_that_would_not_end_in_time(setup):
     assert final.report.test_nll == report_before.test_nll
 
 
+def test_the_first_round_starts_where_half_its_price_fits(setup):
+    """The first round's price (its share of the final stage's seconds) runs high, so it
+    starts where half of it fits; the later ones are priced at what the last one took."""
+    task, trainer, _ = setup
+    final = _final(setup, "validation-warm-twins")
+    final.seconds = 1000.0  # priced far above what a round of these small networks takes
+    record = add_seed_rounds(task, trainer, final, until=time.perf_counter())
+    price = record["first_round_priced_seconds"]
+    assert price > 100 and record["rounds"] == 0
+    record = add_seed_rounds(task, trainer, final, until=time.perf_counter() + 0.45 * price)
+    assert record["rounds"] == 0 and "would not end" in record["stopped"]
+    record = add_seed_rounds(task, trainer, final, until=time.perf_counter() + 0.55 * price)
+    assert record["rounds"] == MAX_NETWORKS - 2 and "holds" in record["stopped"]
+
+
 def test_a_round_the_fence_cuts_is_dropped(setup):
     task, trainer, _ = setup
     final = _final(setup, "validation-warm-twins")
