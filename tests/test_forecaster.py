@@ -153,3 +153,14 @@ def test_a_loaded_forecaster_predicts_a_long_format_frame(fitted, tmp_path) -> N
         model.forecast(frame)
     with pytest.raises(SgemUserError, match="the DataFrame: columns \\['y'\\] not found"):
         model.predict(frame.rename(columns={"y": "value"}))
+
+
+def test_season_length_reaches_the_fit_as_its_season(monkeypatch, tmp_path) -> None:
+    """statsforecast's `season_length` is `sgem fit --season`: what the classical members
+    model and MASE scales by where the dates do not say it."""
+    import sgem.run.fitting as fitting
+
+    asked: dict = {}
+    monkeypatch.setattr(fitting, "fit", lambda frame, **kwargs: asked.update(kwargs))
+    sgem.SgemForecaster(h=6, out=tmp_path, season_length=1).fit(monthly_frame())
+    assert asked["season"] == 1 and asked["horizon"] == 6
