@@ -167,17 +167,21 @@ def _freq_of(times: pd.DatetimeIndex) -> str | None:
     return freq if isinstance(freq, str) else freq.freqstr
 
 
-def _on_grid(times: pd.DatetimeIndex, freq: str) -> bool:
-    try:
-        grid = pd.date_range(times[0], times[-1], freq=freq)
-    except ValueError:
-        return False
-    return bool((grid.get_indexer(times) >= 0).all())
-
-
-def _grid_steps(times: pd.DatetimeIndex, freq: str) -> int:
-    """How many steps of `freq` span the series (its length once its gaps are filled)."""
-    return len(pd.date_range(times[0], times[-1], freq=freq))
+def _filled_length(index: list[pd.DatetimeIndex], freq: str) -> int | None:
+    """How many steps of `freq` span all the series (their length once their gaps are
+    filled), or None where a timestamp of one is off that grid."""
+    total = 0
+    for times in index:
+        if not len(times):
+            continue
+        try:
+            grid = pd.date_range(times[0], times[-1], freq=freq)
+        except ValueError:
+            return None
+        if (grid.get_indexer(times) < 0).any():
+            return None
+        total += len(grid)
+    return total
 
 
 def _infer_freq(groups: list[pd.Series]) -> str | None:
@@ -200,11 +204,10 @@ def _infer_freq(groups: list[pd.Series]) -> str | None:
         for i in range(0, max(len(t) - 2, 0), max((len(t) - 2) // per_series, 1))
         if (f := _freq_of(t[i : i + 3])) is not None
     )
-    fitting = [
-        c for c, _ in candidates.most_common(5) if all(_on_grid(t, c) for t in index if len(t))
-    ]
+    lengths = {c: _filled_length(index, c) for c, _ in candidates.most_common(5)}
+    fitting = {c: n for c, n in lengths.items() if n is not None}
     if fitting:
-        return min(fitting, key=lambda c: sum(_grid_steps(t, c) for t in index if len(t)))
+        return min(fitting, key=fitting.__getitem__)
     diffs = np.concatenate(
         [np.diff(t.asi8) for t in index if len(t) >= 2] or [np.zeros(0, np.int64)]
     )

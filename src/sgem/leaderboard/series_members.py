@@ -18,7 +18,12 @@ import numpy as np
 from ..data.task import ClusteredTask, Split
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
-from ..moe.classical import NORMAL_DF, ClassicalMember, statsforecast_missing
+from ..moe.classical import (
+    NORMAL_DF,
+    STATSFORECAST_FIX,
+    ClassicalMember,
+    statsforecast_missing,
+)
 from ..moe.classical_pool import Deadline, pool_workers, pooled_seconds
 
 log = logging.getLogger(__name__)
@@ -59,8 +64,7 @@ class ClassicalReference:
         ref = ClassicalMember(self.member)
         missing = None if ref.cheap else statsforecast_missing()
         if missing is not None:  # (said on the leaderboard, not faked by seasonal naive)
-            note = f"skipped: statsforecast cannot be imported ({missing}); pip install "
-            note += "--force-reinstall statsforecast"
+            note = f"skipped: statsforecast cannot be imported ({missing}); {STATSFORECAST_FIX}"
             log.warning("%s %s", self.name, note)
             return MethodResult(self.name, budget.seed, note=note, **fields)
 

@@ -50,6 +50,10 @@ class Stopped(RuntimeError):
     """A classical member's fits stopped by the caller's `stop` (a time budget's fence)."""
 
 
+#: what repairs a statsforecast that cannot be imported (one of its dependencies missing)
+STATSFORECAST_FIX = "pip install --force-reinstall statsforecast"
+
+
 @functools.cache
 def statsforecast_missing() -> str | None:
     """Why statsforecast cannot be imported here (None: it can). Why: every local fit that
@@ -69,7 +73,7 @@ def require_statsforecast(name: str) -> None:
     if why is not None:
         raise SgemUserError(
             f"{name} needs statsforecast, which cannot be imported here ({why}); reinstall "
-            "it with its dependencies: pip install --force-reinstall statsforecast"
+            f"it with its dependencies: {STATSFORECAST_FIX}"
         )
 
 
@@ -297,6 +301,7 @@ __all__ = [
     "HISTORY_SEASONS",
     "MAX_HISTORY",
     "NAMES",
+    "STATSFORECAST_FIX",
     "ClassicalMember",
     "Stopped",
     "require_statsforecast",

@@ -55,22 +55,23 @@ def changed_input(recorded: dict | None, run: dict[str, Any]) -> str | None:
     now = input_fingerprint(run, recorded)
     if now is None:
         return f"{path} no longer exists"
-    if "files" in recorded or "files" in now:
-        if (recorded.get("files"), recorded.get("listing_sha256")) != (
-            now.get("files"),
-            now.get("listing_sha256"),
-        ):
-            return (
-                f"the folder {path} changed (it held {recorded.get('files')} files, "
-                f"{recorded.get('bytes')} bytes; now {now.get('files')}, {now.get('bytes')})"
-            )
+    if _identity(recorded) == _identity(now):
         return None
-    if recorded.get("sha256") != now["sha256"]:
+    if "files" in now:
         return (
-            f"{path} changed since the run read it ({recorded.get('bytes')} bytes then, "
-            f"{now['bytes']} now; its content differs)"
+            f"the folder {path} changed (it held {recorded.get('files')} files, "
+            f"{recorded.get('bytes')} bytes; now {now['files']}, {now['bytes']})"
         )
-    return None
+    return (
+        f"{path} changed since the run read it ({recorded.get('bytes')} bytes then, "
+        f"{now['bytes']} now; its content differs)"
+    )
+
+
+def _identity(fingerprint: dict) -> tuple:
+    """What says two fingerprints are of the same data: a folder's listing, a file's hash
+    (sizes and modification times alone say nothing of the content)."""
+    return tuple(fingerprint.get(k) for k in ("files", "listing_sha256", "sha256"))
 
 
 def _sha256(path: Path) -> str:
