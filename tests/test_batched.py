@@ -30,7 +30,15 @@ def _jobs(space, n, seed):
     return jobs
 
 
-def test_batched_equals_one_at_a_time(trainer) -> None:
+@pytest.fixture(scope="module")
+def region_trainer() -> Trainer:
+    space = TabularSpace(op_names=NO_DROPOUT, frame="region")
+    return Trainer(make_toy_task(2), space, TrainConfig(steps=40))
+
+
+@pytest.mark.parametrize("frame", ["global", "region"])
+def test_batched_equals_one_at_a_time(trainer, region_trainer, frame) -> None:
+    trainer = trainer if frame == "global" else region_trainer  # region: each its own frame
     jobs = _jobs(trainer.space, 24, seed=0)
     # cover every op at every node position at least once
     jobs += [(Arch((op, "linear", op), (0, 1, 2)), np.ones(20, bool), 7) for op in NO_DROPOUT]

@@ -132,6 +132,7 @@ def fit_config(
         )  # (None: from the table's size, `sgem.data.user_tasks.default_val_fraction`)
         if table_kind == "regression":
             base["space"]["head"] = "student_t"
+        base["space"]["frame"] = "region"  # each expert in its region's coordinates
     elif kind == "timeseries":
         task.update(
             name="series",

@@ -21,7 +21,7 @@ SPACES: dict[str, type[CellSpace]] = {
 }
 #: The constructor arguments (besides the ops) each kind records.
 _FIELDS: dict[str, tuple[str, ...]] = {
-    "tabular": ("n_nodes", "hidden", "dropout", "rbf_centres", "head"),
+    "tabular": ("n_nodes", "hidden", "dropout", "rbf_centres", "head", "frame"),
     "timeseries": (
         "n_nodes",
         "channels",

@@ -177,7 +177,10 @@ class BatchedTabularTrainer:
         for j, r in enumerate(rows):
             index[j, : len(r)] = r
             weights[j, : len(r)] = 1.0 / len(r)
+        frames = self._frames(nets)
         x = self.x_train[index].transpose(1, 2).contiguous()  # (C, W, n)
+        if frames is not None:
+            x = x * frames[0] + frames[1]
         target = self._targets(tr.y_train[index])
         # the chunk's own dropout stream (threads must not share torch's global one)
         drops = torch.Generator(device=self.device).manual_seed(jobs[0][2])
@@ -193,6 +196,8 @@ class BatchedTabularTrainer:
                 break
         with torch.no_grad():
             x_val = self.x_val.expand(c, *self.x_val.shape)
+            if frames is not None:
+                x_val = x_val * frames[0] + frames[1]
             target = self._targets(tr.y_val.expand(c, *tr.y_val.shape))
             nll = self._nll(program.forward(x_val, None), target)
             m = tr.task.n_clusters
@@ -333,6 +338,23 @@ class BatchedTabularTrainer:
         # gradients come from `CellProgram.backward`, not autograd
         params["all"], params["keys"] = trainable, keys
         return params
+
+    def _frames(self, nets: list[TabularNet]) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(gain, offset), each (C, W, 1), that take the trainer's standardised inputs into
+        each network's own frame (`TabularNet` with `frame="region"`): (x - m) / s =
+        x_std * (s0 / s) + (m0 - m) / s for the trainer's (m0, s0). None: all keep the
+        trainer's. Zero padding stays zero (gain 1, offset 0 there)."""
+        tr = self.trainer
+        m0 = torch.as_tensor(tr.x_mean, dtype=torch.float32, device=self.device).reshape(-1)
+        s0 = torch.as_tensor(tr.x_std, dtype=torch.float32, device=self.device).reshape(-1)
+        if all(torch.equal(n.x_mean, m0) and torch.equal(n.x_std, s0) for n in nets):
+            return None
+        gain = torch.ones(len(nets), self.width, 1, device=self.device)
+        offset = torch.zeros(len(nets), self.width, 1, device=self.device)
+        for j, net in enumerate(nets):
+            gain[j, : self.in_dim, 0] = s0 / net.x_std
+            offset[j, : self.in_dim, 0] = (m0 - net.x_mean) / net.x_std
+        return gain, offset
 
     def _standardised(self, x: torch.Tensor) -> torch.Tensor:
         """(x - mean) / std as every `TabularNet` computes it, zero-padded to W features."""
