@@ -82,6 +82,16 @@ def test_a_pickled_text_document_is_refused_and_never_runs(tmp_path) -> None:
     assert not marker.exists()
 
 
+def test_a_checkpoint_sqlite_cannot_decode_is_reported_as_corrupt(tmp_path) -> None:
+    """Text that is not UTF-8 fails inside sqlite's fetch, before any decoding of ours."""
+    path = tmp_path / "store.sqlite"
+    _store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO checkpoints VALUES (1, CAST(X'7BFF7D' AS TEXT), X'00', 0.0)")
+    with pytest.raises(StoreError, match=r"corrupt.*checkpoint"):
+        _store(path).latest_checkpoint(decode_checkpoint)
+
+
 def test_an_old_pickling_store_is_refused_by_its_schema_version(tmp_path) -> None:
     """Schema 1 kept pickles in `checkpoints.state`: refused before anything is read."""
     path, marker = tmp_path / "store.sqlite", tmp_path / "pwned"

@@ -384,9 +384,12 @@ class ObservationStore:
         anything unreadable in it is reported as a corrupt store."""
         if self._db is None:
             return None
-        row = self._db.execute(
-            "SELECT state, tensors FROM checkpoints ORDER BY iteration DESC LIMIT 1"
-        ).fetchone()
+        try:  # a damaged page or text fails in sqlite itself: corrupt too
+            row = self._db.execute(
+                "SELECT state, tensors FROM checkpoints ORDER BY iteration DESC LIMIT 1"
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise _corrupt(self.path, f"its latest checkpoint cannot be read: {exc}") from exc
         if row is None:
             return None
         try:
