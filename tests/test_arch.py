@@ -237,6 +237,27 @@ def test_tabular_standardisation_is_applied():
     np.testing.assert_allclose(net.cell(net.standardise(x)).numpy(), [[1.0, 1.0], [0.0, 0.0]])
 
 
+def test_a_region_frame_centres_and_scales_on_the_training_rows():
+    a = Arch(("identity",), (0,))
+    space = TabularSpace(op_names=["identity"], n_nodes=1, frame="region")
+    mean, std = np.zeros(2, np.float32), np.full(2, 10.0, np.float32)
+    net = space.build(a, 2, 3, mean, std)
+    x = torch.tensor([[4.0, 1.0], [6.0, 5.0]])  # feature stds 1.414 and 2.828: one scale
+    net.data_init(x, torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(net.x_mean.numpy(), [5.0, 3.0])
+    np.testing.assert_allclose(net.x_std.numpy(), [2.1213] * 2, rtol=1e-4)
+    np.testing.assert_allclose(mean, [0.0, 0.0])  # the caller's statistics are untouched
+    np.testing.assert_allclose(std, [10.0, 10.0])
+    near = space.build(a, 2, 3, mean, std)  # near-equal rows: at least 0.1 x the split's scale
+    near.data_init(torch.tensor([[1.0, 1.0], [1.0, 1.001]]), torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(near.x_std.numpy(), [1.0, 1.0])
+    kept = TabularSpace(op_names=["identity"], n_nodes=1).build(a, 2, 3, mean, std)
+    kept.data_init(x, torch.Generator().manual_seed(0))  # the global frame keeps the split's
+    np.testing.assert_allclose(kept.x_mean.numpy(), mean)
+    with pytest.raises(ValueError, match="frame"):
+        TabularSpace(frame="local")
+
+
 def test_rbf_output_in_unit_interval_and_one_at_the_centre():
     torch.manual_seed(0)
     rbf = RBF(2, 3)

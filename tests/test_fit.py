@@ -575,6 +575,9 @@ def test_the_cli_can_make_a_small_integer_target_a_regression(tmp_path) -> None:
     args = _parser().parse_args(["fit", str(tmp_path / "count.csv"), "--task", "regression"])
     cfg = fit_config(tmp_path / "count.csv", target="count", task_kind=args.task)
     assert cfg["task"]["kind"] == "regression" and cfg["space"]["head"] == "student_t"
+    assert cfg["space"]["frame"] == "region"  # a table's experts: each in its region's frame
+    own = fit_config(tmp_path / "count.csv", target="count", config={"space": {"frame": "global"}})
+    assert own["space"]["frame"] == "global"  # a --config file may keep the whole split's
     with pytest.raises(SgemUserError, match="--task regression is for tables"):
         fit_config(tmp_path / "count.csv", kind="timeseries", task_kind="regression")
 
