@@ -11,7 +11,8 @@ matched / all points; `recovered`: every structure has >= 90 % of its test point
 matched expert; `separated` (for K above the structures' 3, where one-to-one matching
 cannot hold): no expert mixes structures - every expert's test points are >= 90 % one
 structure, and every structure has >= 90 % of its points on experts it dominates (a
-structure may own two experts). Accuracy: the saved model's (the API: the final MoE's) on the test file.
+structure may own two experts). Accuracy: the saved model's (the API: the final MoE's) on
+the test file.
 
     python benchmarks/mixed_csv.py --seeds 0 1 2 3 4        # -> results/mixed_csv.json
 """
