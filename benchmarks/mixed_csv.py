@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sgem.bench.structure_recovery import recovery
+
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("linear", "ring", "xor")
 #: part -> `sgem fit` flags ("api": the Python-API search)
@@ -61,28 +63,6 @@ def write_csv(seed: int, root: Path) -> tuple[Path, Path]:
         paths.append(root / f"{name}.csv")
         frame.drop(columns=[] if name == "test" else ["structure"]).to_csv(paths[-1], index=False)
     return paths[0], paths[1]
-
-
-def recovery(structure: np.ndarray, expert: np.ndarray) -> dict:
-    """Hungarian-matched share of test points per structure (module docstring)."""
-    from scipy.optimize import linear_sum_assignment
-
-    n_s = int(structure.max()) + 1
-    counts = np.zeros((n_s, int(expert.max()) + 1))
-    np.add.at(counts, (structure, expert), 1)
-    rows, cols = linear_sum_assignment(counts, maximize=True)
-    per = np.zeros(n_s)
-    per[rows] = counts[rows, cols] / counts[rows].sum(1)
-    used = counts.sum(0) > 0
-    major = counts[:, used].argmax(0)  # each used expert's majority structure
-    purity = counts[:, used].max(0) / counts[:, used].sum(0)
-    owned = np.array([counts[s, used][major == s].sum() for s in range(n_s)]) / counts.sum(1)
-    return {
-        "recovery": round(float(counts[rows, cols].sum() / len(structure)), 4),
-        "per_structure": [round(float(v), 4) for v in per],
-        "recovered": bool((per >= 0.9).all()),
-        "separated": bool((purity >= 0.9).all() and (owned >= 0.9).all()),
-    }
 
 
 def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) -> dict:
