@@ -130,6 +130,10 @@ class BatchedTabularTrainer:
         self.width = max(self.in_dim, self.space.hidden, self.space.rbf_centres)
         self.device = trainer.device
         tr = trainer
+        # the trainer's (whole split's) statistics: every input below is standardised with
+        # them once; a network in its own frame is reached from there (`_frames`)
+        self.mean = torch.as_tensor(tr.x_mean, dtype=torch.float32, device=self.device)
+        self.std = torch.as_tensor(tr.x_std, dtype=torch.float32, device=self.device)
         self.x_train = self._standardised(tr.x_train)  # (N, W)
         self.x_val = self._standardised(tr.x_val).T.contiguous()  # (W, N_val)
         self.student_t = self.space.head == "student_t"
@@ -344,9 +348,7 @@ class BatchedTabularTrainer:
         each network's own frame (`TabularNet` with `frame="region"`): (x - m) / s =
         x_std * (s0 / s) + (m0 - m) / s for the trainer's (m0, s0). None: all keep the
         trainer's. Zero padding stays zero (gain 1, offset 0 there)."""
-        tr = self.trainer
-        m0 = torch.as_tensor(tr.x_mean, dtype=torch.float32, device=self.device).reshape(-1)
-        s0 = torch.as_tensor(tr.x_std, dtype=torch.float32, device=self.device).reshape(-1)
+        m0, s0 = self.mean.reshape(-1), self.std.reshape(-1)
         if all(torch.equal(n.x_mean, m0) and torch.equal(n.x_std, s0) for n in nets):
             return None
         gain = torch.ones(len(nets), self.width, 1, device=self.device)
@@ -357,12 +359,10 @@ class BatchedTabularTrainer:
         return gain, offset
 
     def _standardised(self, x: torch.Tensor) -> torch.Tensor:
-        """(x - mean) / std as every `TabularNet` computes it, zero-padded to W features."""
-        tr = self.trainer
-        mean = torch.as_tensor(tr.x_mean, dtype=torch.float32, device=x.device)
-        std = torch.as_tensor(tr.x_std, dtype=torch.float32, device=x.device)
+        """(x - mean) / std as every `TabularNet` in the global frame computes it,
+        zero-padded to W features."""
         flat = x.reshape(len(x), -1)
-        return F.pad((flat - mean) / std, (0, self.width - self.in_dim))
+        return F.pad((flat - self.mean) / self.std, (0, self.width - self.in_dim))
 
 
 __all__ = ["MAX_CELLS", "BatchedTabularTrainer", "job_chunks", "plan_chunks", "supports"]
