@@ -387,13 +387,13 @@ def test_fit_a_regression_table(tmp_path) -> None:
     assert np.isfinite(scores["test_nll"])
 
 
-def test_experts_auto_picks_k_on_validation(table, tmp_path) -> None:
+def test_experts_auto_picks_k_on_the_holdout(table, tmp_path) -> None:
     out = tmp_path / "auto"
     model = sgem.fit(table, target="label", n_experts="auto", out=out, progress=False, config=TINY)
     report = model.result["experts_auto"]
     assert [r["n_experts"] for r in report["candidates"]] == [2, 3, 4]
-    best = min(report["candidates"], key=lambda r: r["validation_loss"])
-    assert report["chosen"] == best["n_experts"]
+    best = min(report["candidates"], key=lambda r: r["test_nll"])
+    assert report["chosen"] == best["n_experts"] and report["chosen_on"] == "the holdout"
     # the saved model: the chosen K's experts that own clusters, plus the global network
     # where the leaderboard routed clusters to it
     assert 1 <= model.spec.n_experts <= report["chosen"] + 1

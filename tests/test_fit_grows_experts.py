@@ -28,6 +28,22 @@ def test_growth_goes_on_while_validation_gains_and_the_budget_holds_the_next_k()
     assert "half of the 4 clusters" in _why_not_grow([_row(2, 0.5, m=4)], left=100.0, k=3)
 
 
+def test_ks_are_compared_on_the_holdout_where_every_k_has_one() -> None:
+    """Validation scored the search-stage networks each K chose among; the holdout scores
+    the final MoE as saved. Growing stops where the holdout stops gaining, even if
+    validation still gains; without a holdout score anywhere, validation decides."""
+    from sgem.run.fitting import _choice_key
+
+    gains_on_val = [{**_row(2, 0.5), "test_nll": 0.3}, {**_row(3, 0.4), "test_nll": 0.35}]
+    assert _choice_key(gains_on_val) == "test_nll"
+    assert "did not gain on the holdout" in _why_not_grow(gains_on_val, left=100.0, k=4)
+    gains_on_holdout = [{**_row(2, 0.4), "test_nll": 0.3}, {**_row(3, 0.5), "test_nll": 0.2}]
+    assert _why_not_grow(gains_on_holdout, left=100.0, k=4) is None
+    one_without = [gains_on_holdout[0], {**_row(3, 0.5), "test_nll": None}]
+    assert _choice_key(one_without) == "validation_loss"
+    assert "did not gain on validation" in _why_not_grow(one_without, left=100.0, k=4)
+
+
 def test_only_a_budgeted_table_fit_with_k_left_open_grows() -> None:
     table = {"task": {"name": "table"}, "search": {}, "time_budget": 60.0}
     assert grows_experts(table, None)
@@ -59,7 +75,9 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
     auto = model.result["experts_auto"]
     tried = [row["n_experts"] for row in auto["candidates"]]
     assert tried[:2] == [2, 3] and auto["chosen"] in tried  # K=4 > 6 // 2 is never tried
-    assert "chosen on validation" in model.result["time_budget"]["why_it_ended"]
+    assert "chosen on the holdout" in model.result["time_budget"]["why_it_ended"]
+    best = min(auto["candidates"], key=lambda row: row["test_nll"])
+    assert auto["chosen"] == best["n_experts"] and auto["chosen_on"] == "the holdout"
     saved = json.loads((out / "result.json").read_text())
     assert saved["experts_auto"]["chosen"] == auto["chosen"]
     assert model.spec.n_experts >= 1 and (out / "config.yaml").exists()  # out: K=2's run

@@ -102,9 +102,12 @@ def _fit(args: argparse.Namespace) -> int:
     if result.get("reused"):  # (the same data and config: nothing was trained)
         print(f"(the finished fit already in {out} is shown; give another --out to fit again)")
     if "experts_auto" in result:
-        for row in result["experts_auto"]["candidates"]:
-            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}")
-        print(f"  chose K={result['experts_auto']['chosen']}")
+        auto = result["experts_auto"]
+        for row in auto["candidates"]:
+            holdout = row.get("test_nll")
+            also = "" if holdout is None else f", holdout NLL {holdout:.4g}"
+            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}{also}")
+        print(f"  chose K={auto['chosen']} on {auto.get('chosen_on', 'validation')}")
     print(summarise(result))
     print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")
     return 0
