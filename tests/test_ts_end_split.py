@@ -49,11 +49,25 @@ def test_held_out_targets_are_never_trained_on(lengths, context, horizon, n_wind
     for d, j, s in where["val"]:  # validation targets end before the holdout's begin
         if (d, j) in first_target["test"]:
             assert s + width <= first_target["test"][(d, j)]
-    for d, ns in enumerate(lengths):  # every series long enough for two windows is validated
+    for d, ns in enumerate(lengths):  # every series long enough for two windows is held out:
+        # validated, or in its turn where series have room for one held-out part only
         for j, n in enumerate(ns):
             if n >= 2 * width:
-                assert (d, j) in first_target["val"]
-    assert len(idx["val"]) > 0
+                assert (d, j) in first_target["val"] or (d, j) in first_target["test"]
+    assert len(idx["val"]) > 0 and len(idx["test"]) > 0  # (an empty holdout ended a fit)
+
+
+def test_series_with_room_for_one_held_out_part_take_turns_holding_out():
+    """2000 series of 10-20 months at h = 6 (left-padded to 15+) had room for one held-out
+    part each: all went to validation and the empty holdout ended the fit. Now they take
+    turns. (21-26 points at context 9: one training window, then one held-out window.)"""
+    rng = np.random.default_rng(0)
+    lengths = [list(rng.integers(21, 27, size=200))]
+    win, idx = end_split_windows(_domains(lengths, 0), 9, 6, 400, 0, (0.7, 0.15, 0.15))
+    val = {int(win.series[i]) for i in idx["val"]}
+    test = {int(win.series[i]) for i in idx["test"]}
+    assert not val & test  # one part per series
+    assert 0.4 < len(test) / len(val | test) < 0.6  # the holdout's share of the two parts
 
 
 def test_every_series_ends_with_its_holdout():
