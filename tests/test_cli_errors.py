@@ -75,3 +75,24 @@ def test_the_cli_says_each_table_note_once() -> None:
         show(TableWarning(message), TableWarning, "f.py", 1)
     show(UserWarning("'id' left out"), UserWarning, "f.py", 1)
     assert shown == ["'id' left out", "'when': dates", "'id' left out"]
+
+
+def test_an_error_raised_inside_a_library_says_it_may_be_a_bug(monkeypatch, capsys) -> None:
+    """A numpy ValueError no check of sgem's raised (an empty holdout once ended a fit with
+    "cannot reshape array of size 0") read as the user's mistake: it now says it may be a
+    bug and how to get the traceback."""
+    import numpy as np
+
+    import sgem.cli as cli
+
+    def broken(args) -> int:
+        np.zeros(0).reshape(0, -1)
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "show", broken)
+    assert main(["show", "anywhere"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reshape" in err and "may be a bug" in err and "Traceback" not in err
+    monkeypatch.setenv("SGEM_DEBUG", "1")
+    assert main(["show", "anywhere"]) == 2
+    assert "Traceback" in capsys.readouterr().err

@@ -8,13 +8,34 @@ happen inside the commands, so `sgem --help` starts fast.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from ..terminal import one_line_warning, said_once
 from .commands import COMMANDS, EXIT_INTERRUPTED, EXIT_USER_ERROR, _fail
 from .parser import _parser
+
+#: set (to anything) to print the traceback of an error reported as the user's
+DEBUG_VARIABLE = "SGEM_DEBUG"
+
+
+def _raised_outside(exc: BaseException) -> str:
+    """A hint for an error no check of sgem's raised (its innermost frame is in a library,
+    e.g. numpy's "cannot reshape array of size 0"): it may be a bug, not the input."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames or Path(frames[-1].filename).resolve().is_relative_to(_PACKAGE):
+        return ""
+    return (
+        f"\n(raised inside {Path(frames[-1].filename).name}, not by a check of sgem's: if "
+        f"the input looks right, this may be a bug; {DEBUG_VARIABLE}=1 prints the traceback "
+        "to report)"
+    )
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError, ConnectionError, ImportError, PermissionError) as exc:
         # SgemUserError, RunDirectoryError and StoreError are ValueErrors: the user's to fix
-        return _fail(str(exc))
+        if os.environ.get(DEBUG_VARIABLE):
+            traceback.print_exc()
+        return _fail(str(exc) + _raised_outside(exc))
     except KeyboardInterrupt:
         print("\nsgem: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
