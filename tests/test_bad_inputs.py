@@ -334,7 +334,13 @@ BUILD_BAD = [
     (
         "fewer_samples_than_clusters",
         lambda: build_task(*blobs(10), n_clusters=12, test=blobs(5, 1)),
-        r"cannot form 12 clusters from 8 training samples \(10 samples, 2 go to validation\)",
+        r"cannot form 12 clusters from 8 training samples \(10 samples, 2 go to validation\)"
+        r".*use fewer clusters or more data \(about 15 samples",
+    ),
+    (
+        "too_few_samples_for_the_fewest_clusters",
+        lambda: build_task(*blobs(3), n_clusters=3, test=blobs(5, 1)),
+        r"use more data \(about 4 samples at least; 3 clusters is the fewest\)",
     ),
     (
         "nan_in_features",

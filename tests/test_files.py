@@ -197,6 +197,26 @@ def test_long_csv_with_gap(tmp_path):
     assert check_series_lengths(data, 20, 8, drop_short=True) == [n for n in data.names if n != "c"]
 
 
+def test_series_ids_are_read_as_written(tmp_path):
+    """Ids "001" and "1" are two series, and "001" stays "001" (read as integers, a
+    forecast's ids no longer joined back to the file, and the two series collided)."""
+    path = tmp_path / "ids.csv"
+    days = pd.date_range("2021-01-01", periods=6, freq="D").strftime("%Y-%m-%d")
+    rows = [(i, d, float(k)) for i in ("001", "1", "02") for k, d in enumerate(days)]
+    path.write_text("unique_id,ds,y\n" + "".join(f"{i},{d},{v}\n" for i, d, v in rows))
+    assert read_long_series(path).names == ["001", "1", "02"]
+    empty = pd.read_csv(path).iloc[:0]  # (an IndexError deep in reading its times, before)
+    with pytest.raises(SgemUserError, match="no rows"):
+        read_long_series(empty)
+
+
+def test_a_semicolon_separated_csv_is_read(tmp_path):
+    path = tmp_path / "t.csv"
+    _frame().to_csv(path, index=False, sep=";")
+    data = read_table(path, target="label")
+    assert data.classes == ["cat", "dog"] and data.x.shape == (40, 5)
+
+
 def test_long_series_errors_and_tsf(tmp_path):
     path = tmp_path / "long.csv"
     pd.DataFrame({"id": ["x", "x"], "ds": ["2020-01-01", "2020-01-01"], "y": [1, 2]}).to_csv(

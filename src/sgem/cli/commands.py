@@ -131,7 +131,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     quantiles = _quantiles(args.quantiles)
     model = load(args.model)
-    with shown(True):  # (a combination refits AutoETS per series: a minute for 2000)
+    with shown(not args.quiet):  # (a combination refits AutoETS per series: a minute for 2000)
         frame = predict_file(model, args.input, quantiles=quantiles)
     path = write_table(frame, args.out)
     print(f"wrote {len(frame)} rows to {path}")

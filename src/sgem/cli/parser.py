@@ -148,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         default="0.1,0.5,0.9",
         help="regression / forecast quantiles, comma-separated (default 0.1,0.5,0.9)",
     )
+    predict.add_argument("--quiet", action="store_true", help="no progress bars")
     explain = sub.add_parser(
         "explain",
         help="why each row or series went to its expert: cluster, distances to the centroids, "

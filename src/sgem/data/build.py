@@ -247,10 +247,14 @@ def build_task(
     test_idx, val_idx, train_idx = np.split(perm, [n_test, n_test + n_val])
     if n_clusters is not None and n_clusters > n_train:
         held = f"{n_val} go to validation" + (f", {n_test} to test" if n_test else "")
+        share = 1.0 - val_fraction - (test_fraction if test is None else 0.0)
+        need = int(np.ceil(n_clusters / max(share, 1e-9)))
+        fewer = "fewer clusters or " if n_clusters > MIN_CLUSTERS else ""
         raise SgemUserError(
             f"cannot form {n_clusters} clusters from {n_train} training samples ({n} samples, "
-            f"{held}). Use fewer clusters (every cluster needs training and validation "
-            "samples) or more data."
+            f"{held}). Every cluster needs training and validation samples: use {fewer}more "
+            f"data (about {need} samples at least"
+            + (f"; {MIN_CLUSTERS} clusters is the fewest)." if not fewer else ").")
         )
 
     def take(idx: np.ndarray) -> tuple:

@@ -233,9 +233,8 @@ def read_long_series(
     Args:
         path: the file (or a DataFrame of its rows). `.tsf` and `.zip` are read as Monash
             files; anything else as a table with one row per observation.
-        id_col: the series id column (None: the whole table is one series, named "0").
-        time_col: the timestamp column: dates (anything `pandas.to_datetime` parses) or
-            integer time steps.
+        id_col: the series id column, read as text (None: the table is one series, "0").
+        time_col: the timestamp column: dates (`pandas.to_datetime`) or integer steps.
         value_col: the value column; an empty cell is a missing value (NaN).
 
     The series keep the order in which their ids first appear. The frequency is the most
@@ -249,11 +248,13 @@ def read_long_series(
     """
     if isinstance(path, pd.DataFrame):
         frame, where = path, "the DataFrame"
+        if len(frame) == 0:
+            raise SgemUserError("the DataFrame has no rows; give each series' history")
     else:
         file = _existing_file(path)
         if file.suffix.lower() in (".tsf", ".zip"):
             return _from_tsf(file)
-        frame, where = read_frame(file), str(file)
+        frame, where = read_frame(file, text_columns=[id_col] if id_col else []), str(file)
     wanted = [c for c in (id_col, time_col, value_col) if c is not None]
     absent = [c for c in wanted if c not in frame.columns]
     if absent:

@@ -15,7 +15,7 @@ fix. Row numbers in messages are 0-based data rows (the header is not counted).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -116,9 +116,14 @@ def _existing_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def read_frame(path: str | os.PathLike, header_only: bool = False) -> pd.DataFrame:
+def read_frame(
+    path: str | os.PathLike, header_only: bool = False, text_columns: Sequence[str] = ()
+) -> pd.DataFrame:
     """A CSV/TSV (optionally .gz) or Parquet file as a DataFrame, refusing empty files;
-    `header_only`: its columns alone (no rows read), to decide what the file holds."""
+    `header_only`: its columns alone (no rows read), to decide what the file holds;
+    `text_columns`: read as written (series ids "001" and "1" stay two series, and a
+    forecast's ids join back to the file's). A CSV whose header is one column holding ";"
+    is read as ";"-separated."""
     path = _existing_file(path)
     suffix = _suffix(path)
     try:
@@ -131,7 +136,10 @@ def read_frame(path: str | os.PathLike, header_only: bool = False) -> pd.DataFra
             frame = pd.read_parquet(path)
         elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz"):
             sep = "\t" if suffix.startswith(".tsv") else ","
-            frame = pd.read_csv(path, sep=sep, nrows=0 if header_only else None)
+            if sep == "," and _semicolon_header(path):
+                sep = ";"
+            text = {c: str for c in text_columns}
+            frame = pd.read_csv(path, sep=sep, nrows=0 if header_only else None, dtype=text)
         else:
             raise SgemUserError(
                 f"{path}: unsupported file type {suffix or '(no suffix)'!r}; give a .csv, .tsv, "
@@ -149,6 +157,13 @@ def read_frame(path: str | os.PathLike, header_only: bool = False) -> pd.DataFra
         raise SgemUserError(f"{path} has no data rows (columns: {list(frame.columns)})")
     frame.columns = [str(c) for c in frame.columns]
     return frame
+
+
+def _semicolon_header(path: Path) -> bool:
+    """Whether a CSV's header is one column holding ";" (a spreadsheet's ";"-separated
+    export, which "," would read as one column)."""
+    header = pd.read_csv(path, nrows=0).columns
+    return len(header) == 1 and ";" in str(header[0])
 
 
 def _scalar(value: Any) -> Any:
