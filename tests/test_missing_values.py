@@ -195,3 +195,21 @@ def test_placeholder_tokens_in_a_numeric_column_are_missing_values(tmp_path) -> 
     new = pd.DataFrame({"age": ["75", "?", 90]})
     x = encode_table(new, data.encoding)
     assert x[0, 0] == 75 and x[2, 0] == 90 and x[1, 1] == 1 and x[1, 0] == x[1, 0]
+
+
+def test_many_words_that_mean_missing_leave_a_column_numeric() -> None:
+    """40 % "n/a" / "unknown" / "-" / "?" / "missing" in a numeric column: numbers with
+    missing values (it was one-hot encoded over its numbers); real words stay text."""
+    from sgem.data.table_missing import placeholder_tokens
+
+    rng = np.random.default_rng(3)
+    words = ["n/a", "unknown", "-", "?", "missing"]
+    values = [
+        str(round(v, 2)) if rng.random() > 0.4 else rng.choice(words) for v in rng.normal(size=300)
+    ]
+    column = pd.Series(values, dtype=object)
+    assert sorted(placeholder_tokens(column)) == sorted(words)
+    graded = pd.Series([str(v) for v in range(200)] + ["high", "low"] * 50, dtype=object)
+    assert placeholder_tokens(graded) == []
+    mostly_missing = pd.Series(["1.5"] * 40 + ["unknown"] * 60, dtype=object)
+    assert placeholder_tokens(mostly_missing) == []  # more missing than numbers: not a guess

@@ -38,6 +38,11 @@ INDICATOR_SUFFIX = ":missing"
 #: without a digit ("?", "NA", "-", "null"; "1,234" is a number written otherwise)
 PLACEHOLDER_SHARE = 0.3
 MAX_PLACEHOLDERS = 3
+#: ... or, where every token is a word that means missing (`is_missing_token`: "n/a",
+#: "unknown", "?"), any number of them in at most this share of its values (a numeric
+#: column with 40 % "n/a" / "unknown" / "-" / "?" / "missing" was one-hot encoded over its
+#: 140 numbers)
+MISSING_WORDS_SHARE = 0.5
 
 
 def placeholder_tokens(column: pd.Series, share: float = PLACEHOLDER_SHARE) -> list[str]:
@@ -48,14 +53,18 @@ def placeholder_tokens(column: pd.Series, share: float = PLACEHOLDER_SHARE) -> l
     text = column.dropna().astype(str).str.strip()
     bad = text[pd.to_numeric(text, errors="coerce").isna()]
     tokens = sorted(set(bad))
+    if not tokens:
+        return []
+    if all(is_missing_token(t) for t in tokens):
+        return tokens if len(bad) <= max(share, MISSING_WORDS_SHARE) * len(text) else []
     short = all(len(t) <= 4 and not any(ch.isdigit() for ch in t) for t in tokens)
-    if tokens and short and len(tokens) <= MAX_PLACEHOLDERS:
+    if short and len(tokens) <= MAX_PLACEHOLDERS:
         return tokens if len(bad) <= share * len(text) else []
     return []
 
 
 #: words that mean "missing" wherever they appear (beside tokens of punctuation alone)
-MISSING_WORDS = ("na", "n/a", "nan", "null", "none", "nil", "missing")
+MISSING_WORDS = ("na", "n/a", "nan", "null", "none", "nil", "missing", "unknown")
 
 
 def is_missing_token(token: str) -> bool:
