@@ -320,6 +320,16 @@ def test_a_file_with_gaps_fits_and_every_series_is_forecast(gappy_run, gappy_csv
     )
 
 
+def test_one_value_per_series_is_dated_at_the_model_s_frequency(gappy_run) -> None:
+    """One value gives no step to infer: the forecast is dated at the model's frequency
+    (it was numbered 1..h)."""
+    model = sgem.load(gappy_run)
+    one = pd.DataFrame({"unique_id": ["a", "b"], "ds": ["2022-03-01"] * 2, "y": [5.0, 7.0]})
+    fc = model.predict(one)
+    days = list(pd.date_range("2022-03-02", periods=7, freq="D"))
+    assert pd.to_datetime(fc[fc["unique_id"] == "a"]["ds"]).tolist() == days
+
+
 def test_a_series_without_values_is_refused_by_name(gappy_run) -> None:
     model = sgem.load(gappy_run)
     with pytest.raises(SgemUserError, match=r"series 1 has no value .*; drop it"):

@@ -6,6 +6,7 @@ date the forecasts alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,9 @@ def read_series(model: Any, source: str | os.PathLike | pd.DataFrame) -> SeriesD
         )
     data = read_long_series(source, **columns)  # (a missing file is refused there)
     fitted = model.spec.info.get("freq")
+    if fitted and data.freq is None and data.step is None and max(data.lengths, default=0) <= 1:
+        # one value per series gives no step to infer: the model's dates its forecasts
+        data = dataclasses.replace(data, freq=fitted)
     if fitted and data.freq and not _same_step(fitted, data.freq):
         raise SgemUserError(
             f"{name} reads as data of frequency {data.freq!r}, but the model was fitted "
