@@ -45,7 +45,7 @@ def _yaml(tmp_path: Path, cfg: dict) -> Path:
     return path
 
 
-def test_fit_a_csv_then_predict_as_a_user_would(table, tmp_path) -> None:
+def test_fit_a_csv_then_predict_as_a_user_would(table, tmp_path, capsys) -> None:
     out = tmp_path / "run"
     cfg = _yaml(tmp_path, TINY)
     args = ["fit", str(table), "--target", "label", "--out", str(out), "--config", str(cfg)]
@@ -57,6 +57,10 @@ def test_fit_a_csv_then_predict_as_a_user_would(table, tmp_path) -> None:
     frame = pd.read_csv(preds)
     assert len(frame) == 9 and set(frame["prediction"]) <= {"yes", "no"}
     assert {"p_no", "p_yes", "expert", "cluster"} <= set(frame.columns)
+    capsys.readouterr()
+    asked = ["predict", str(out), str(tmp_path / "new.csv"), "--out", str(preds), "--quiet"]
+    assert main([*asked, "--quantiles", "0.05,0.95"]) == 0  # (a classifier has none)
+    assert "--quantiles is for regression and forecasts" in capsys.readouterr().out
     model = sgem.load(out)
     assert model.classes == ["no", "yes"]
     config = (out / "config.yaml").read_text()

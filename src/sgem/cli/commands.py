@@ -9,6 +9,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from .parser import DEFAULT_QUANTILES
+
 #: a user's mistake (`SgemUserError`, a missing file, ...): one line, this exit code
 EXIT_USER_ERROR = 2
 #: Ctrl-C: the run directory keeps what is finished; `sgem resume` continues it
@@ -131,6 +133,11 @@ def _predict(args: argparse.Namespace) -> int:
 
     quantiles = _quantiles(args.quantiles)
     model = load(args.model)
+    if model.is_classifier and args.quantiles != DEFAULT_QUANTILES:
+        print(
+            "note: --quantiles is for regression and forecasts; a classifier writes its "
+            "class probabilities (p_*)"
+        )
     with shown(not args.quiet):  # (a combination refits AutoETS per series: a minute for 2000)
         frame = predict_file(model, args.input, quantiles=quantiles)
     path = write_table(frame, args.out)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+#: `sgem predict`'s quantile levels unless --quantiles names others
+DEFAULT_QUANTILES = "0.1,0.5,0.9"
+
 
 def _add_device_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -145,8 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--out", required=True, help="where to write (CSV, or .parquet)")
     predict.add_argument(
         "--quantiles",
-        default="0.1,0.5,0.9",
-        help="regression / forecast quantiles, comma-separated (default 0.1,0.5,0.9)",
+        default=DEFAULT_QUANTILES,
+        help=f"regression / forecast quantiles, comma-separated (default {DEFAULT_QUANTILES})",
     )
     predict.add_argument("--quiet", action="store_true", help="no progress bars")
     explain = sub.add_parser(
