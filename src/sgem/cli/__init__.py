@@ -20,6 +20,8 @@ from .parser import _parser
 
 #: set (to anything) to print the traceback of an error reported as the user's
 DEBUG_VARIABLE = "SGEM_DEBUG"
+#: the installed package: an error whose innermost frame is outside it came from a library
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def _raised_outside(exc: BaseException) -> str:
@@ -33,9 +35,6 @@ def _raised_outside(exc: BaseException) -> str:
         f"the input looks right, this may be a bug; {DEBUG_VARIABLE}=1 prints the traceback "
         "to report)"
     )
-
-
-_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:

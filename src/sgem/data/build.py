@@ -249,12 +249,12 @@ def build_task(
         held = f"{n_val} go to validation" + (f", {n_test} to test" if n_test else "")
         share = 1.0 - val_fraction - (test_fraction if test is None else 0.0)
         need = int(np.ceil(n_clusters / max(share, 1e-9)))
-        fewer = "fewer clusters or " if n_clusters > MIN_CLUSTERS else ""
+        fewer = n_clusters > MIN_CLUSTERS
         raise SgemUserError(
             f"cannot form {n_clusters} clusters from {n_train} training samples ({n} samples, "
-            f"{held}). Every cluster needs training and validation samples: use {fewer}more "
-            f"data (about {need} samples at least"
-            + (f"; {MIN_CLUSTERS} clusters is the fewest)." if not fewer else ").")
+            f"{held}). Every cluster needs training and validation samples: use "
+            f"{'fewer clusters or ' if fewer else ''}more data (about {need} samples at least"
+            f"{'' if fewer else f'; {MIN_CLUSTERS} clusters is the fewest'})."
         )
 
     def take(idx: np.ndarray) -> tuple:

@@ -136,10 +136,11 @@ def read_frame(
             frame = pd.read_parquet(path)
         elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz"):
             sep = "\t" if suffix.startswith(".tsv") else ","
-            if sep == "," and _semicolon_header(path):
-                sep = ";"
-            text = {c: str for c in text_columns}
-            frame = pd.read_csv(path, sep=sep, nrows=0 if header_only else None, dtype=text)
+            text, nrows = {c: str for c in text_columns}, 0 if header_only else None
+            frame = pd.read_csv(path, sep=sep, nrows=nrows, dtype=text)
+            if sep == "," and len(frame.columns) == 1 and ";" in str(frame.columns[0]):
+                # a spreadsheet's ";"-separated export, which "," reads as one column
+                frame = pd.read_csv(path, sep=";", nrows=nrows, dtype=text)
         else:
             raise SgemUserError(
                 f"{path}: unsupported file type {suffix or '(no suffix)'!r}; give a .csv, .tsv, "
@@ -157,13 +158,6 @@ def read_frame(
         raise SgemUserError(f"{path} has no data rows (columns: {list(frame.columns)})")
     frame.columns = [str(c) for c in frame.columns]
     return frame
-
-
-def _semicolon_header(path: Path) -> bool:
-    """Whether a CSV's header is one column holding ";" (a spreadsheet's ";"-separated
-    export, which "," would read as one column)."""
-    header = pd.read_csv(path, nrows=0).columns
-    return len(header) == 1 and ";" in str(header[0])
 
 
 def _scalar(value: Any) -> Any:
