@@ -197,6 +197,20 @@ def test_long_csv_with_gap(tmp_path):
     assert check_series_lengths(data, 20, 8, drop_short=True) == [n for n in data.names if n != "c"]
 
 
+def test_series_left_out_of_training_are_told_how_to_train_them(caplog):
+    """Left out of training, a short series is still forecast: the note names the flag that
+    trains on it too, and none where no flag does (it once said 'to keep them: drop ...')."""
+    series = {"a": np.arange(40.0), "b": np.arange(5.0), "c": np.arange(1.0)}
+    with caplog.at_level("WARNING"):
+        assert check_series_lengths(series, 8, 6, drop_short=True, pad=True) == ["a"]
+    assert "left out of training, not of forecasting" in caplog.text
+    assert "drop" not in caplog.text and "to train on them" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        check_series_lengths({"a": np.arange(40.0), "b": np.arange(5.0)}, 8, 6, drop_short=True)
+    assert "to train on them too: use --horizon 3 or less" in caplog.text
+
+
 def test_series_ids_are_read_as_written(tmp_path):
     """Ids "001" and "1" are two series, and "001" stays "001" (read as integers, a
     forecast's ids no longer joined back to the file, and the two series collided)."""
@@ -351,3 +365,17 @@ def test_gaps_in_every_series_and_integer_time(tmp_path):
     data = read_long_series(path, id_col="id", time_col="t", value_col="v")
     assert data.freq is None and data.start == {"a": 0, "b": 10}
     assert np.isnan(data.series["a"][3]) and len(data.series["a"]) == 6
+
+
+def test_columns_beside_id_time_and_value_are_named_as_unused(tmp_path, caplog):
+    """Exogenous columns are not modelled; the reader says so instead of dropping them
+    silently."""
+    frame = pd.DataFrame(
+        {"unique_id": 7, "ds": pd.date_range("2020-01-01", periods=30), "y": np.arange(30.0)}
+    )
+    frame["price"], frame["store"] = 1.0, "north"
+    frame.to_csv(tmp_path / "x.csv", index=False)
+    with caplog.at_level("WARNING"):
+        data = read_long_series(tmp_path / "x.csv")
+    assert data.names == ["7"]
+    assert "columns ['price', 'store'] are not used" in caplog.text

@@ -385,6 +385,17 @@ def test_iso_dates_mixed_with_times_and_utc_offsets_are_read(tmp_path) -> None:
     assert data.freq == "h" and not np.isnan(data.series["a"]).any()
 
 
+def test_a_value_that_is_not_a_date_is_named(tmp_path) -> None:
+    """The refusal shows a value that fails, not the first row (a valid date)."""
+    from sgem.data.files import read_long_series
+    from sgem.errors import SgemUserError
+
+    ds = [f"2012-01-{d:02d}" for d in range(1, 20)]
+    ds[5] = "not a date"
+    with pytest.raises(SgemUserError, match=r"not dates \(e.g. 'not a date'\)"):
+        read_long_series(_long(tmp_path, ds))
+
+
 def test_trading_days_with_holidays_missing_are_business_days_not_daily(tmp_path) -> None:
     """A stock's closes: business days, a few holidays missing. They are on the daily grid
     too, which filled in every weekend (223 of 726 values) and forecast Saturdays; the

@@ -99,3 +99,23 @@ def test_autoets_on_a_short_history_says_nothing_to_the_user() -> None:
         warnings.simplefilter("error")
         _, (mean, scale) = AutoETSReference().fit_window(np.array(SHORT), 6, 1)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))
+
+
+@pytest.mark.parametrize("name", ["AutoETS", "AutoTheta"])
+def test_a_series_of_tiny_values_gets_an_interval_of_its_own_size(name) -> None:
+    """The least spread of a classical member's forecast is relative to the series' level:
+    an absolute floor of 1e-3 made the 80 % interval of a series around 1e-3 many times
+    wider than its noise (a combination of AutoETS / AutoTheta saved on such series)."""
+    from sgem.moe.classical import ClassicalMember
+
+    rng = np.random.default_rng(0)
+    level = 1e-3
+    y = level * (1 + 0.01 * rng.standard_normal(80))
+    loc, scale = ClassicalMember(name).forecast([y, y * 1e6], 6, 1)
+    assert np.allclose(loc[0], level, rtol=0.05)
+    noise = float(np.std(y))
+    assert scale[0].max() < 5 * noise < 1e-4  # (floored at 1e-3 before)
+    # the same series in larger units keeps its interval about in proportion (AutoTheta's
+    # fit is not exactly scale-free)
+    ratio = scale[1] / 1e6 / scale[0]
+    assert np.all((ratio > 0.3) & (ratio < 3))

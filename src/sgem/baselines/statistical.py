@@ -36,9 +36,12 @@ NORMAL_DF = 1000.0
 MAX_RANGES = 20.0
 
 
-def normal_from_interval(mean: np.ndarray, lo80: np.ndarray, hi80: np.ndarray) -> np.ndarray:
-    """Scale of the Normal whose 10% and 90% quantiles are `lo80` and `hi80`."""
-    return np.maximum((np.asarray(hi80) - np.asarray(lo80)) / (2.0 * Z80), MIN_SPREAD)
+def normal_from_interval(
+    mean: np.ndarray, lo80: np.ndarray, hi80: np.ndarray, floor: float = MIN_SPREAD
+) -> np.ndarray:
+    """Scale of the Normal whose 10% and 90% quantiles are `lo80` and `hi80` (at least
+    `floor`)."""
+    return np.maximum((np.asarray(hi80) - np.asarray(lo80)) / (2.0 * Z80), floor)
 
 
 def diverged(context: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> bool:
@@ -67,25 +70,30 @@ class StatsForecastReference:
 
     name = "statsforecast"
     uses_domain_labels = False
+    #: the least scale of a window's forecast, in the context's units: the benchmarks' model
+    #: units; `sgem.moe.classical` (raw units) sets 0 and floors relative to each level
+    spread_floor = MIN_SPREAD
 
     def model(self, season: int):
         raise NotImplementedError
 
     def forecast_window(self, context: np.ndarray, horizon: int, season: int):
         """(mean, scale) of one window, each (H,); raises on a failed fit."""
-        return _mean_scale(self.model(season).forecast(y=context, h=horizon, level=[80]))
+        out = self.model(season).forecast(y=context, h=horizon, level=[80])
+        return _mean_scale(out, self.spread_floor)
 
     def fit_window(self, context: np.ndarray, horizon: int, season: int):
         """(the model fitted on `context`, its (mean, scale)): `forward_window` applies it
         to a longer history of the same series without estimating it again."""
         with _quiet():
             model = self.model(season).fit(y=context)
-            return model, _mean_scale(model.predict(h=horizon, level=[80]))
+            return model, _mean_scale(model.predict(h=horizon, level=[80]), self.spread_floor)
 
     def forward_window(self, model, context: np.ndarray, horizon: int):
         """(mean, scale) of `model` (from `fit_window`) run on `context` with its parameters."""
         with _quiet():
-            return _mean_scale(model.forward(y=context, h=horizon, level=[80]))
+            out = model.forward(y=context, h=horizon, level=[80])
+            return _mean_scale(out, self.spread_floor)
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
         require_forecasting(task, self.name)
@@ -116,9 +124,9 @@ class StatsForecastReference:
         return forecast_result(self.name, budget, out, start, extra)
 
 
-def _mean_scale(out: dict) -> tuple[np.ndarray, np.ndarray]:
+def _mean_scale(out: dict, floor: float) -> tuple[np.ndarray, np.ndarray]:
     mean = np.asarray(out["mean"], dtype=np.float64)
-    return mean, normal_from_interval(mean, out["lo-80"], out["hi-80"])
+    return mean, normal_from_interval(mean, out["lo-80"], out["hi-80"], floor)
 
 
 class AutoETSReference(StatsForecastReference):

@@ -4,7 +4,7 @@ and metadata, no search logic.
 * tables (CSV/TSV, Parquet, NPZ): `read_table`, and `encode_table` to encode a new table at
   predict time exactly as training did (`sgem.data.files_tabular`);
 * time series (long-format CSV/Parquet, Monash .tsf): `read_long_series`, `default_context`,
-  `check_series_lengths` (`sgem.data.files_series`);
+  `check_series_lengths` (`sgem.data.files_series`, `sgem.data.series_lengths`);
 * images (ImageFolder tree, NPZ, a folder to predict on): `read_image_folder`,
   `read_image_npz`, `read_images_for_predict` (`sgem.data.files_images`).
 
@@ -23,11 +23,11 @@ from .files_images import (
 from .files_series import (
     TSF_FREQUENCIES,
     SeriesData,
-    check_series_lengths,
     default_context,
     read_long_series,
 )
 from .files_tabular import TabularData, encode_table, read_frame, read_table
+from .series_lengths import check_series_lengths
 
 __all__ = [
     "IMAGE_SUFFIXES",

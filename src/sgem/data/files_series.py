@@ -19,7 +19,7 @@ import logging
 import os
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -240,11 +240,10 @@ def read_long_series(
     The series keep the order in which their ids first appear. The frequency is the most
     common `pandas.infer_freq` over the series (failing that, the most common fixed step when
     every step is a multiple of it); each series is then laid on its regular grid from its
-    first to its last timestamp, absent timestamps becoming NaN. With integer time steps the
-    grid step is the most common difference and `freq` is None. When no frequency can be
-    inferred the values are kept in time order as given (gaps cannot be seen) and a warning
-    is logged. Duplicate (id, timestamp) rows, timestamps off the grid, unparseable dates and
-    non-numeric values raise `SgemUserError`.
+    first to its last timestamp, absent timestamps becoming NaN (integer time steps: the most
+    common difference, `freq` None; no frequency at all: time order as given, a warning).
+    Other columns are left out with a warning. Duplicate (id, timestamp) rows, timestamps off
+    the grid, unparseable dates and non-numeric values raise `SgemUserError`.
     """
     if isinstance(path, pd.DataFrame):
         frame, where = path, "the DataFrame"
@@ -262,6 +261,13 @@ def read_long_series(
             f"{where}: columns {absent} not found; its columns are {list(frame.columns)}. Name the "
             "id, time and value columns (CLI: --id-col, --time-col, --value-col; Python: "
             "id_col=, time_col=, value_col=)"
+        )
+    if unused := [str(c) for c in frame.columns if c not in wanted]:  # (exogenous columns)
+        log.warning(
+            "%s: columns %s are not used: each series is forecast from its own history "
+            "(its id, time and value columns)",
+            where,
+            unused[:8],
         )
     ids = frame[id_col].astype(str) if id_col is not None else pd.Series("0", index=frame.index)
     times = read_times(frame[time_col], time_col)
@@ -422,76 +428,9 @@ def data_context(freq: str | None, horizon: int, lengths: Sequence[int] | np.nda
     return max(2, median - int(horizon))
 
 
-def _length_hint(shortest: int, horizon: int, pad: bool) -> str:
-    """The flag that makes a series of `shortest` values fit (a context needs >= 2 values,
-    a padded one >= 1 past value)."""
-    past = 1 if pad else 2
-    if shortest - horizon >= past:
-        fits = shortest - horizon
-        return (
-            f"use a context of at most {fits}: --context {fits} (the shortest length minus "
-            "the horizon)"
-        )
-    if shortest > past:
-        return f"use --horizon {shortest - past} or less (the shortest length minus {past})"
-    return f"drop the series with fewer than {past + 1} values"
-
-
-def check_series_lengths(
-    series: SeriesData | Mapping[str, np.ndarray] | Sequence[np.ndarray],
-    context: int,
-    horizon: int,
-    *,
-    drop_short: bool = False,
-    pad: bool = False,
-) -> list[str]:
-    """The names of the series long enough to be trained on.
-
-    Without `pad` a series needs one window of `context + horizon` values; with `pad`
-    (short histories are left-padded, `sgem.data.series_gaps.pad_left`) it needs more than
-    `horizon` values (one past value before a full target). A series too short raises
-    `SgemUserError` saying how many are too short, the shortest length and the flag (with
-    a value that fits) that fixes it; with `drop_short=True` the short series are left out
-    (a warning is logged) and only having none left raises.
-    """
-    if isinstance(series, SeriesData):
-        series = series.series
-    if not isinstance(series, Mapping):
-        series = {str(i): s for i, s in enumerate(series)}
-    if not series:
-        raise SgemUserError("no series given")
-    context, horizon = int(context), int(horizon)
-    need = horizon + 1 if pad else context + horizon
-    lengths = {name: len(values) for name, values in series.items()}
-    short = [name for name, n in lengths.items() if n < need]
-    if not short:
-        return list(series)
-    shortest_name = min(lengths, key=lengths.__getitem__)
-    shortest = lengths[shortest_name]
-    hint = _length_hint(shortest, horizon, pad)
-    if pad:
-        message = (
-            f"{len(short)} of {len(series)} series have at most {horizon} values, no more than "
-            f"the horizon (the shortest, {shortest_name!r}, has {shortest}), so none of their "
-            "windows has a past to learn from"
-        )
-    else:
-        message = (
-            f"{len(short)} of {len(series)} series are shorter than context + horizon = "
-            f"{context} + {horizon} = {need} (the shortest, {shortest_name!r}, has {shortest} "
-            "values)"
-        )
-    if drop_short and len(short) < len(series):
-        log.warning("%s; they are left out of training (to keep them: %s)", message, hint)
-        dropped = set(short)
-        return [name for name in series if name not in dropped]
-    raise SgemUserError(f"{message}; {hint}")
-
-
 __all__ = [
     "TSF_FREQUENCIES",
     "SeriesData",
-    "check_series_lengths",
     "data_context",
     "default_context",
     "future_times",

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import SgemUserError
-from .files_series import SeriesData, check_series_lengths, data_context
+from .files_series import SeriesData, data_context
 from .series_gaps import fill_series, pad_left
+from .series_lengths import check_series_lengths
 from .task import MIN_CLUSTERS
 from .ts_windows import count_windows
 

@@ -46,10 +46,20 @@ def read_times(column: pd.Series, name: str) -> pd.Series:
         except (ValueError, TypeError) as exc:
             failure = exc
     raise SgemUserError(
-        f"time column {name!r} holds values that are not dates (e.g. {column.iloc[0]!r}): "
+        f"time column {name!r} holds values that are not dates (e.g. {_not_a_date(text)!r}): "
         f"{str(failure).splitlines()[0]}; write ISO dates (2020-01-31 or 2020-01-31 13:00) "
         "or integer time steps"
     ) from failure
+
+
+def _not_a_date(text: pd.Series) -> str:
+    """The first value that does not read as a date on its own (the first value where each
+    does, and only their mixture fails)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        times = pd.to_datetime(text, format="mixed", errors="coerce")
+    bad = text[times.isna().to_numpy()]
+    return str(bad.iloc[0] if len(bad) else text.iloc[0])
 
 
 def _has_offsets(text: pd.Series) -> bool:

@@ -212,6 +212,7 @@ class ClassicalMember:
         from ..baselines.statistical import diverged
 
         reference = self._reference()
+        reference.spread_floor = 0.0  # (raw units: floored below, relative to each level)
         loc = np.full((len(histories), horizon), np.nan)
         scale = np.full_like(loc, np.nan)
         ids, rank = _series_rank(len(histories), series)
@@ -247,9 +248,17 @@ class ClassicalMember:
                     mean, spread = fallback
                 if diverged(x, mean, spread):
                     mean, spread = fallback
-                loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * max(np.abs(x).mean(), 1.0))
+                loc[i], scale[i] = mean, np.maximum(spread, MIN_SPREAD * _level(x))
                 bar.update()
         return loc, scale
+
+
+def _level(x: np.ndarray) -> float:
+    """A history's mean |value| (1 where it is all zeros or empty): the unit the least
+    spread of its forecast is set in. Why relative: a floor of 1e-3 in the series' units
+    made the 80 % interval of a series around 1e-3 six to thirty times its spread."""
+    level = float(np.abs(x).mean()) if len(x) else 0.0
+    return level if level > 0 and np.isfinite(level) else 1.0
 
 
 def _series_rank(n: int, series: Sequence[int] | None) -> tuple[np.ndarray, np.ndarray]:
