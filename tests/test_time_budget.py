@@ -369,3 +369,56 @@ def test_a_forecaster_whose_validation_fits_hit_the_fence_is_still_combined(
         notes = {r["model"]: r.get("note", "") for r in board["rows"]}
         assert {e["method"] for e in entries} == {"seasonal naive", "AutoETS", "AutoTheta"}
         assert all(notes[e["method"]] == e["note"] for e in entries)
+
+
+def test_classical_members_too_slow_for_a_subset_are_skipped_before_the_search(
+    tmp_path, monkeypatch
+) -> None:
+    """Where AutoETS / AutoTheta would take so long that the budget's subset share reaches
+    fewer held-out windows than they need to be scored, they are not fitted at all (3000
+    daily series of up to 4000 days: 12 s of a 2-minute fit spent on fits then discarded,
+    and the fit ended past its budget): their rows say why, seasonal naive stays."""
+    from test_series_combination import fit_trends
+    from test_series_gaps import TINY
+
+    import sgem.leaderboard.series_members as series_members
+    import sgem.run.budget
+
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
+    monkeypatch.setattr(series_members, "classical_seconds", lambda task, **k: 1e5)
+    fitted, real = [], series_members._classical
+
+    def record(ref, *args, **kwargs):
+        fitted.append(ref.name)
+        return real(ref, *args, **kwargs)
+
+    monkeypatch.setattr(series_members, "_classical", record)
+    model = fit_trends(tmp_path / "run", TINY, time_budget=30, executor="inline")
+    assert set(fitted) == {"SeasonalNaive"}
+    rows = {r["model"]: r for r in model.result["leaderboard"]["rows"]}
+    for name in ("AutoETS", "AutoTheta"):
+        assert "fewer than the 30 needed to score them" in rows[name]["note"], rows[name]
+    assert rows["seasonal naive"].get("holdout")
+    assert model.result["time_budget"]["costly_references_skipped"]
+
+
+def test_timing_the_classical_members_stops_once_two_fits_put_them_past_enough(
+    monkeypatch,
+) -> None:
+    import sgem.leaderboard.series_members as series_members
+
+    calls = []
+    monkeypatch.setattr(series_members, "statsforecast_missing", lambda: None)
+    monkeypatch.setattr(
+        series_members, "_classical", lambda ref, task, parts, horizon, index: calls.append(1)
+    )
+    monkeypatch.setattr(series_members, "_origins", lambda task, part: (None, np.arange(50), None))
+
+    class Task:
+        val = test = type("Split", (), {"y": np.zeros((50, 4)), "__len__": lambda s: 50})()
+
+    series_members.classical_seconds(Task(), sample=12)
+    assert len(calls) == 2 + 2 * 12  # warm-up, then every sample
+    calls.clear()
+    series_members.classical_seconds(Task(), sample=12, enough=0.0)
+    assert len(calls) == 2 + 2 * 2  # warm-up, then two samples: already past `enough`

@@ -58,6 +58,9 @@ def classical_first(
     (`CLASSICAL_FILE`): read back there by a resumed run, written there once fitted."""
     if not isinstance(space, TimeSeriesSpace):
         return None
+    if plan and plan.get("costly_references_skipped"):  # (`sgem.run.budget._too_few_reached`)
+        with clock.timed("classical_references"):
+            return [_skipped_or_fitted(m, task, budget, plan) for m in reference_methods(space)]
     estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
     if estimate == 0.0:
         return None
@@ -81,6 +84,17 @@ def classical_first(
     if kept is not None:
         write_references(kept, refs)
     return refs
+
+
+def _skipped_or_fitted(method, task, budget, plan: dict) -> MethodResult:
+    """Seasonal naive fitted (it costs nothing); AutoETS / AutoTheta skipped with the plan's
+    reason: too slow on these series for the budget to score them even on a subset."""
+    if getattr(method, "member", None) == "SeasonalNaive":
+        return method.fit_evaluate(task, budget)
+    why = f"skipped: {plan['costly_references_skipped']}"
+    return MethodResult(
+        method.name, budget.seed, note=why, kind=method.kind, crps_samples=budget.crps_samples
+    )
 
 
 def _fitted_costly(ref: MethodResult) -> bool:
