@@ -367,3 +367,21 @@ def test_a_broken_statsforecast_is_named_never_replaced_by_seasonal_naive(
     assert "seasonal naive" in rows and "holdout" in rows["seasonal naive"]
     mix = model.combination
     assert mix is None or not {"AutoETS", "AutoTheta"} & set(mix.names)
+
+
+def test_sgem_fit_says_what_a_forecast_s_classical_refits_will_cost(fitted) -> None:
+    """A saved combination refits AutoETS / AutoTheta on every series at forecast time: where
+    the fit timed that at a minute or more (3000 long daily series: over 20 minutes on two
+    cores, after a 2-minute fit), `sgem fit` says so and names the flag that avoids it."""
+    from sgem.cli.commands import _refit_note
+
+    model, out, _ = fitted
+    costly = [n for n in model.combination.names if n in ("AutoETS", "AutoTheta")]
+    assert costly
+    note = _refit_note(out / "model", {"time_budget": {"references_every_series_seconds": 1323}})
+    assert note and "about 1323 s" in note and "--no-combination" in note
+    assert all(n in note for n in costly)
+    assert (
+        _refit_note(out / "model", {"time_budget": {"references_every_series_seconds": 9}}) is None
+    )
+    assert _refit_note(out / "model", {}) is None

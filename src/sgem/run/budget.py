@@ -329,6 +329,7 @@ def plan_run(
         seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget)
         smallest = minimum_seconds(search_cfg, t, pricing["data_ratio"])
         # (tables and images have no classical references to make room for: references 0)
+        every = references
         subset = bool(references and references > REFERENCES_SHARE * seconds)
         skipped = None
         if subset:  # the search first; the references on the series a share of it allows
@@ -385,6 +386,7 @@ def plan_run(
                 1,
             )
         plan["references_on_a_subset"] = subset
+        plan["references_every_series_seconds"] = round(every, 1)  # (what a forecast refits)
         if skipped:
             plan["costly_references_skipped"] = skipped
         write_atomic(file, json.dumps(plan, indent=1))
