@@ -385,6 +385,23 @@ def test_iso_dates_mixed_with_times_and_utc_offsets_are_read(tmp_path) -> None:
     assert data.freq == "h" and not np.isnan(data.series["a"]).any()
 
 
+def test_times_shared_by_series_are_read_once_and_alike() -> None:
+    """Each distinct time is read once (series share them); the column reads as it does
+    value by value: day-first order, UTC offsets, one bad value named."""
+    from sgem.data.series_times import read_times
+    from sgem.errors import SgemUserError
+
+    months = pd.date_range("2012-01-01", periods=24, freq="MS")
+    shared = pd.Series(list(months.strftime("%d/%m/%Y")) * 3)
+    read = read_times(shared, "ds")
+    assert len(read) == 72 and (read.to_numpy() == np.tile(months.to_numpy(), 3)).all()
+    hours = pd.date_range("2021-03-27 20:00", periods=12, freq="h", tz="Europe/Berlin")
+    utc = read_times(pd.Series([t.isoformat() for t in hours] * 2), "ds")
+    assert (utc.to_numpy() == np.tile(hours.tz_convert(None).to_numpy(), 2)).all()
+    with pytest.raises(SgemUserError, match="'soon'"):
+        read_times(pd.Series(["2020-01-01", "soon", "2020-01-01"]), "ds")
+
+
 def test_a_value_that_is_not_a_date_is_named(tmp_path) -> None:
     """The refusal shows a value that fails, not the first row (a valid date)."""
     from sgem.data.files import read_long_series
