@@ -422,3 +422,25 @@ def test_timing_the_classical_members_stops_once_two_fits_put_them_past_enough(
     calls.clear()
     series_members.classical_seconds(Task(), sample=12, enough=0.0)
     assert len(calls) == 2 + 2 * 2  # warm-up, then two samples: already past `enough`
+
+
+def test_the_tail_grows_with_the_held_out_values_the_leaderboard_scores() -> None:
+    """The fence leaves the leaderboard's scoring its time: 2 s + 1 % of the budget, plus
+    its held-out values (validation and holdout samples times their steps)."""
+    from sgem.run.budget import SCORING_SECONDS_PER_VALUE, held_out_values, tail_seconds
+
+    class Part:
+        def __init__(self, n, steps):
+            self.y = np.zeros((n, steps) if steps else n)
+
+        def __len__(self):
+            return len(self.y)
+
+    class Task:
+        def __init__(self, steps):
+            self.val, self.test = Part(3000, steps), Part(3000, steps)
+
+    assert tail_seconds(120) == pytest.approx(3.2)
+    assert held_out_values(Task(14)) == 84_000 and held_out_values(Task(0)) == 6000
+    assert tail_seconds(120, Task(14)) == pytest.approx(3.2 + 84_000 * SCORING_SECONDS_PER_VALUE)
+    assert tail_seconds(120, Task(0)) < 4.0  # a table's labels: next to nothing

@@ -218,7 +218,7 @@ def _execute(
     )
     fence_at = None
     if cfg.time_budget:
-        fence_at = clock.wall_time_at(cfg.time_budget - tail_seconds(cfg.time_budget))
+        fence_at = clock.wall_time_at(cfg.time_budget - tail_seconds(cfg.time_budget, task))
     try:
         with training_fence(fence_at):
             return _stages(cfg, fingerprint, rundir, execution, resume, task, clock)
