@@ -14,19 +14,19 @@ from .files_series import SeriesData
 log = logging.getLogger(__name__)
 
 
-def _length_hint(shortest: int, horizon: int, pad: bool) -> str:
-    """The flag that makes a series of `shortest` values fit (a context needs >= 2 values,
-    a padded one >= 1 past value)."""
+def _length_hint(shortest: int, horizon: int, pad: bool) -> tuple[str, bool]:
+    """What makes a series of `shortest` values fit (a context needs >= 2 values, a padded
+    one >= 1 past value), and whether that is a flag (else: drop the series)."""
     past = 1 if pad else 2
     if shortest - horizon >= past:
         fits = shortest - horizon
         return (
             f"use a context of at most {fits}: --context {fits} (the shortest length minus "
             "the horizon)"
-        )
+        ), True
     if shortest > past:
-        return f"use --horizon {shortest - past} or less (the shortest length minus {past})"
-    return f"drop the series with fewer than {past + 1} values"
+        return f"use --horizon {shortest - past} or less (the shortest length minus {past})", True
+    return f"drop the series with fewer than {past + 1} values", False
 
 
 def check_series_lengths(
@@ -60,7 +60,7 @@ def check_series_lengths(
         return list(series)
     shortest_name = min(lengths, key=lengths.__getitem__)
     shortest = lengths[shortest_name]
-    hint = _length_hint(shortest, horizon, pad)
+    hint, is_flag = _length_hint(shortest, horizon, pad)
     if pad:
         message = (
             f"{len(short)} of {len(series)} series have at most {horizon} values, no more than "
@@ -74,7 +74,7 @@ def check_series_lengths(
             "values)"
         )
     if drop_short and len(short) < len(series):  # (forecast still, from the model's context)
-        fix = f" (to train on them too: {hint})" if shortest > (1 if pad else 2) else ""
+        fix = f" (to train on them too: {hint})" if is_flag else ""
         log.warning("%s; they are left out of training, not of forecasting%s", message, fix)
         return [name for name in series if lengths[name] >= need]
     raise SgemUserError(f"{message}; {hint}")

@@ -146,10 +146,13 @@ def classical_seconds(
 
     start, timed = time.perf_counter(), 0
     for j in range(n):
-        so_far = estimate((time.perf_counter() - start) / max(timed, 1))
         if timed and limit is not None and time.perf_counter() - began > limit:
             break
-        if timed >= 2 and enough is not None and so_far > enough:
+        if (  # two fits already put them past `enough`
+            timed >= 2
+            and enough is not None
+            and estimate((time.perf_counter() - start) / timed) > enough
+        ):
             break
         for name in ("AutoETS", "AutoTheta"):
             _classical(ClassicalMember(name), task, ("val",), horizon, index=index[j : j + 1])

@@ -323,6 +323,7 @@ def plan_run(
 
     assert cfg.seed is not None and cfg.time_budget is not None
     budget = float(cfg.time_budget)
+    tail = tail_seconds(budget, task)
     file = rundir.file(PLAN)
     if file.exists():
         plan = json.loads(file.read_text())
@@ -341,7 +342,7 @@ def plan_run(
         pricing = final_pricing(cfg, task, space, search_cfg)
         references = _reference_seconds(task, space, limit=PILOT_SHARE * budget, enough=budget)
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
-        seconds = float(cfg.time_budget) - spent - tail_seconds(cfg.time_budget, task)
+        seconds = float(cfg.time_budget) - spent - tail
         smallest = minimum_seconds(search_cfg, t, pricing["data_ratio"])
         # (tables and images have no classical references to make room for: references 0)
         every = references
@@ -375,7 +376,7 @@ def plan_run(
             )
         seconds = max(seconds - references, smallest) if references else seconds
         if seconds < smallest:
-            needed = smallest + spent + tail_seconds(cfg.time_budget, task)
+            needed = smallest + spent + tail
             raise SgemUserError(
                 f"a time budget of {float(cfg.time_budget):.0f} s is too small for this data: "
                 f"reading it and timing one candidate training took {spent:.0f} s (one "
@@ -394,10 +395,7 @@ def plan_run(
         plan["references_seconds_estimate"] = round(references, 1)
         if "full_final_stage_needs_seconds" in plan:  # as a whole budget, like --time-budget
             plan["full_final_stage_needs_seconds"] = round(
-                plan["full_final_stage_needs_seconds"]
-                + spent
-                + references
-                + tail_seconds(cfg.time_budget, task),
+                plan["full_final_stage_needs_seconds"] + spent + references + tail,
                 1,
             )
         plan["references_on_a_subset"] = subset
@@ -416,7 +414,7 @@ def plan_run(
     # the run's (virtual) start on this process's clock: a resumed run's `start` is moved back
     # by the seconds it spent before (sgem.run.budget_clock), so it continues with what is left
     plan["_started"] = start
-    plan["_training_ends"] = start + float(cfg.time_budget) - tail_seconds(cfg.time_budget, task)
+    plan["_training_ends"] = start + float(cfg.time_budget) - tail
     return apply_plan(search_cfg, plan), plan
 
 

@@ -16,6 +16,7 @@ from ..atomic import write_atomic
 from ..leaderboard.members import reference_methods
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
+from ..moe.classical import ClassicalMember
 from ..space.timeseries import TimeSeriesSpace
 from .budget_clock import BudgetClock
 
@@ -89,7 +90,7 @@ def classical_first(
 def _skipped_or_fitted(method, task, budget, plan: dict) -> MethodResult:
     """Seasonal naive fitted (it costs nothing); AutoETS / AutoTheta skipped with the plan's
     reason: too slow on these series for the budget to score them even on a subset."""
-    if getattr(method, "member", None) == "SeasonalNaive":
+    if ClassicalMember(method.member).cheap:
         return method.fit_evaluate(task, budget)
     why = f"skipped: {plan['costly_references_skipped']}"
     return MethodResult(
