@@ -1,13 +1,19 @@
-"""`sgem fit --time-budget B` on thousands of short monthly series, beside AutoETS and
-AutoTheta: does the budget hold at this scale, is every series forecast, and how long does
-forecasting take (the combination refits AutoETS / AutoTheta on every series)?
+"""`sgem fit --time-budget B` on thousands of short monthly series (or hundreds of long
+hourly ones), beside AutoETS and AutoTheta: does the budget hold at this scale, is every
+series forecast, and how long does forecasting take (the combination refits AutoETS /
+AutoTheta on every series)?
 
-The series are synthetic and seeded (no shared file has thousands): a level between 10 and
-10 000, a yearly season of random strength and phase, a small drift and a random walk in
-log space; 40-150 months of history each, the next `--horizon` months held out as the
-future. Scored as competition.py scores (MASE at season 12, wQL, 80 % coverage).
+The series are synthetic and seeded (no shared file has thousands). Monthly: a level between
+10 and 10 000, a yearly season of random strength and phase, a small drift and a random walk
+in log space; 40-150 months of history each. Hourly (`--frequency hourly`, the shape of a
+competition's hourly collection): 652-912 hours each, a daily and a weekly season, noise of
+2-15 % of the level, a level shift in a third of the series. The next `--horizon` points
+are held out as the future. Scored as competition.py scores (MASE at the season, wQL, 80 %
+coverage).
 
     python benchmarks/many_series.py --series 3000 --time-budget 120
+    python benchmarks/many_series.py --frequency hourly --series 400 --horizon 48 \
+        --time-budget 300 --out benchmarks/results/many_series_hourly.json
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +35,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def collection(n: int, horizon: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(train, test) long frames of `n` seeded monthly series; test: the last `horizon`."""
     rng = np.random.default_rng(seed)
-    train, test = [], []
+    frames = []
     for i in range(n):
         length = int(rng.integers(40, 151)) + horizon
         t = np.arange(length)
@@ -36,10 +43,40 @@ def collection(n: int, horizon: int, seed: int) -> tuple[pd.DataFrame, pd.DataFr
         walk = np.cumsum(rng.normal(0, rng.uniform(0.01, 0.05), length))
         y = 10 ** rng.uniform(1, 4) * np.exp(rng.normal(0, 0.01) * t + season + walk)
         ds = pd.date_range("2000-01-01", periods=length, freq="MS")
-        frame = pd.DataFrame({"unique_id": f"s{i}", "ds": ds, "y": y})
-        train.append(frame.iloc[:-horizon])
-        test.append(frame.iloc[-horizon:])
+        frames.append(pd.DataFrame({"unique_id": f"s{i}", "ds": ds, "y": y}))
+    return _split(frames, horizon)
+
+
+def hourly_collection(n: int, horizon: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, test) long frames of `n` seeded hourly series; test: the last `horizon`."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for i in range(n):
+        length = int(rng.integers(652, 913)) + horizon
+        t = np.arange(length)
+        level = 10 ** rng.uniform(1, 4)
+        amplitude = level * rng.uniform(0, 0.4)
+        y = level * (1 + rng.normal(0, 0.5) * t / length)
+        y += amplitude * np.sin(2 * np.pi * t / 24 + rng.uniform(0, 2 * np.pi))
+        y += 0.3 * amplitude * np.sin(2 * np.pi * t / 168 + rng.uniform(0, 2 * np.pi))
+        y += level * rng.uniform(0.02, 0.15) * rng.standard_normal(length)
+        if rng.random() < 0.3:  # a level shift somewhere in the middle half
+            y[int(rng.integers(length // 4, 3 * length // 4)) :] += level * rng.normal(0, 0.4)
+        start = pd.Timestamp("2017-01-01") + pd.Timedelta(hours=int(rng.integers(0, 500)))
+        ds = pd.date_range(start, periods=length, freq="h")
+        y = np.maximum(y, 0.01 * level)
+        frames.append(pd.DataFrame({"unique_id": f"h{i}", "ds": ds, "y": y}))
+    return _split(frames, horizon)
+
+
+def _split(frames: list[pd.DataFrame], horizon: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    train = [f.iloc[:-horizon] for f in frames]
+    test = [f.iloc[-horizon:] for f in frames]
     return pd.concat(train, ignore_index=True), pd.concat(test, ignore_index=True)
+
+
+#: --frequency: (the collection, its season, its pandas frequency)
+FREQUENCIES = {"monthly": (collection, 12, "MS"), "hourly": (hourly_collection, 24, "h")}
 
 
 def main() -> None:
@@ -47,11 +84,13 @@ def main() -> None:
     p.add_argument("--series", type=int, default=3000)
     p.add_argument("--horizon", type=int, default=18)
     p.add_argument("--time-budget", type=float, default=120.0, help="seconds of the sgem fit")
+    p.add_argument("--frequency", choices=sorted(FREQUENCIES), default="monthly")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--runs", type=Path, default=Path("runs/many-series"))
     p.add_argument("--out", type=Path, default=RESULTS / "many_series.json")
     args = p.parse_args()
-    train, test = collection(args.series, args.horizon, args.seed)
+    make, season, freq = FREQUENCIES[args.frequency]
+    train, test = make(args.series, args.horizon, args.seed)
     shutil.rmtree(args.runs, ignore_errors=True)  # a fresh fit: never a run of older code
     args.runs.mkdir(parents=True)
     path = args.runs / "train.csv"
@@ -60,7 +99,7 @@ def main() -> None:
         path, args.horizon, args.time_budget, args.seed, args.runs / "run"
     )
     rows = method_rows(
-        train, test, args.horizon, 12, "MS", fc, fit_seconds=fit_s, predict_seconds=predict_s,
+        train, test, args.horizon, season, freq, fc, fit_seconds=fit_s, predict_seconds=predict_s,
         saved=shipped,
     )  # fmt: skip
     limit = args.time_budget + max(5.0, 0.02 * args.time_budget)
@@ -70,11 +109,12 @@ def main() -> None:
         series=args.series,
         horizon=args.horizon,
         fit_within_budget=bool(fit_s <= limit),
-        command="python benchmarks/many_series.py --series 3000 --time-budget 120",
+        frequency=args.frequency,
+        command="python benchmarks/many_series.py " + " ".join(sys.argv[1:]),
     )
     print(f"{args.series} series, h={args.horizon}: fit {fit_s:.1f} s of {args.time_budget:.0f}")
     print(f"  forecast {predict_s:.1f} s; saved: {shipped}")
-    add_rows(record, "data", f"{args.series} monthly series", rows)
+    add_rows(record, "data", f"{args.series} {args.frequency} series", rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1))
     print(f"wrote {args.out}")

@@ -130,12 +130,24 @@ def test_the_combination_is_shrunk_toward_the_statsforecast_members() -> None:
 
 
 def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:
+    """The start-up is paid by a short warm-up (a few steps and one evaluation), not by a
+    whole candidate training thrown away; then the mean of the cells timed."""
     import sgem.run.budget as budget
+    from sgem.run.pilot import WARM_UP_STEPS
 
-    times = iter([10.0, 1.0, 2.0, 6.0])  # start-up, then a cheap, a middle and a dear cell
     clock = {"now": 0.0}
+    calls: list = []
 
     class Trainer:
+        x_train = y_train = None
+
+        def fit(self, arch, x, y, seed, steps=None):
+            calls.append(steps)
+            clock["now"] += 0.5
+
+        def cluster_losses(self, model):
+            calls.append("evaluated")
+
         def train(self, arch, mask, seed):
             clock["now"] += next(times)
 
@@ -147,12 +159,15 @@ def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:
         n_clusters = 2
 
     monkeypatch.setattr(budget.time, "perf_counter", lambda: clock["now"])
+    times = iter([1.0, 2.0, 6.0])  # a cheap, a middle and a dear cell
     assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0) == pytest.approx(3.0)
-    # with a limit it stops timing once it has spent that long: what it measured decides
-    times = iter([10.0, 1.0, 2.0, 6.0])
-    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0, limit=10.5) == 1.0
-    times = iter([10.0, 1.0, 2.0, 6.0])  # one cell after the start-up, whatever the limit
-    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0, limit=5.0) == 1.0
+    assert calls == [WARM_UP_STEPS, "evaluated"]
+    # with a limit it stops timing once it has spent that long (the warm-up included):
+    # what it measured decides
+    times = iter([1.0, 2.0, 6.0])
+    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0, limit=2.0) == 1.5
+    times = iter([1.0, 2.0, 6.0])  # one cell, whatever the limit
+    assert budget.pilot_seconds(Task(), Trainer(), Space(), seed=0, limit=0.1) == 1.0
 
 
 def test_a_pilot_the_budget_fence_stopped_is_a_refusal_not_a_crash(monkeypatch) -> None:
@@ -162,6 +177,14 @@ def test_a_pilot_the_budget_fence_stopped_is_a_refusal_not_a_crash(monkeypatch) 
     import sgem.train.time_fence as time_fence
 
     class Trainer:
+        x_train = y_train = None
+
+        def fit(self, arch, x, y, seed, steps=None):
+            return None
+
+        def cluster_losses(self, model):
+            return None
+
         def train(self, arch, mask, seed):
             raise RuntimeError("the candidate was never evaluated")
 

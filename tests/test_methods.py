@@ -115,6 +115,41 @@ def test_the_leaderboards_references_are_methods_with_validation_and_holdout_out
         assert network_out_of_fold(task, budget, cell) is None
 
 
+@pytest.mark.parametrize("cut_at", ["refit", "first"])
+def test_a_global_network_cut_by_the_fence_ships_the_network_validation_scored(
+    task, monkeypatch, cut_at
+):
+    """Refit on train + validation cut: the training split's network is shipped and scored
+    on the holdout (it is what validation judged). First training cut: scored, not shipped,
+    and no refit."""
+    import sgem.leaderboard.members as members
+    from sgem.leaderboard.members import GlobalNetwork, reference_budget
+    from sgem.train.trainer import Trainer
+
+    space = TimeSeriesSpace(op_names=("linear_trend", "skip"), n_nodes=1, channels=2, patch_len=6)
+    trainer = Trainer(task, space, TrainConfig(steps=2))
+    budget = reference_budget(trainer, 0, steps=3, crps_samples=10)
+    # the fence as `fit_evaluate` reads it: before it starts, after each training
+    answers = iter([False, False, True] if cut_at == "refit" else [False, True])
+    monkeypatch.setattr(members, "fence_passed", lambda: next(answers))
+    fits = []
+    fit = trainer.fit
+    monkeypatch.setattr(trainer, "fit", lambda *a, **k: fits.append(1) or fit(*a, **k))
+    result = GlobalNetwork(space.sample(np.random.default_rng(0))).fit_evaluate(task, budget)
+    net = result.fitted.network
+    with torch.no_grad():
+        val = trainer.predict(net, torch.as_tensor(task.val.x, dtype=torch.float32))
+        test = trainer.predict(net, torch.as_tensor(task.test.x, dtype=torch.float32))
+    np.testing.assert_allclose(val.double().numpy(), result.val_output, rtol=1e-6)
+    np.testing.assert_allclose(test.double().numpy(), result.test_output, rtol=1e-6)
+    if cut_at == "refit":
+        assert result.shippable and len(fits) == 2
+        assert "training split alone" in result.note
+    else:
+        assert not result.shippable and len(fits) == 1
+        assert "fewer steps" in result.note
+
+
 def test_a_classical_reference_the_budget_cuts_short_is_scored_on_the_series_it_reached(
     monkeypatch,
 ):

@@ -135,3 +135,31 @@ def test_a_budgeted_fit_spends_what_its_final_stage_left_on_seeds_and_saves_them
     )
     again = sgem.load(tmp_path / "run")
     np.testing.assert_allclose(again.predict_proba(frame), model.predict_proba(frame))
+
+
+def test_the_rounds_leave_the_leaderboards_global_networks_the_time_their_cells_take(
+    setup, monkeypatch
+):
+    """The leaderboard's global networks are timed on their own cells (longer trainings
+    take longer), and the rounds end early enough for them (and for classical references
+    not fitted yet), never later than the plan's end of the final stage."""
+    from types import SimpleNamespace
+
+    import sgem.leaderboard as leaderboard
+    from sgem.leaderboard import global_networks_seconds
+    from sgem.run.budget import LEADERBOARD_SAFETY, seed_rounds_end
+
+    task, trainer, _ = setup
+    final = _final(setup, "fixed")
+    short = global_networks_seconds(task, trainer, final, steps=5, epochs=None)
+    long = global_networks_seconds(task, trainer, final, steps=5000, epochs=None)
+    assert 0 < short < long and np.isfinite(long)
+    now = time.perf_counter()
+    plan = {"_final_stage_ends": now + 50.0, "_training_ends": now + 60.0}
+    plan["references_seconds_estimate"] = 7.0
+    protocol = SimpleNamespace(final_steps=5, final_epochs=None)
+    for networks, done, end in ((4.0, True, 50.0), (20.0, True, 35.0), (20.0, False, 28.0)):
+        monkeypatch.setattr(leaderboard, "global_networks_seconds", lambda *a, s=networks: s)
+        assert LEADERBOARD_SAFETY == 1.25
+        got = seed_rounds_end(plan, task, trainer, final, protocol, references_done=done)
+        assert got - now == pytest.approx(end)

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+#: the leaderboard's global networks, timed on their cells, are given this many times
+#: their estimate (`seed_rounds_end`): the timing is from a few steps
+LEADERBOARD_SAFETY = 1.25
 #: the share of the final stage's reserve an unplanned EM step must leave besides it
 #: (`extension_margin`)
 EXTENSION_MARGIN = 0.25
@@ -307,6 +310,29 @@ def replan_final(
     return final_cfg, protocol.length_name
 
 
+def seed_rounds_end(
+    plan: dict, task: ClusteredTask, trainer, final, protocol, references_done: bool
+) -> float:
+    """When a budget's seed rounds must end (a `time.perf_counter()` value): where the
+    final stage's plan left them to (`replan_final`), or earlier where the leaderboard's
+    global networks for `final` (the final `MethodResult`), timed on their own cells
+    (`sgem.leaderboard.global_networks_seconds`, at `protocol`'s lengths), need more than
+    the plan reserved for what follows the final stage. Why: that reserve is priced at the
+    pilot's average cell; on 400 hourly series a GRU cell's global network took 40 s of a
+    51-s reserve for all four networks, the seed rounds had used the rest, and the fence
+    cut the leaderboard's best network."""
+    from ..leaderboard import global_networks_seconds  # torch: only when rounds may run
+
+    networks_seconds = global_networks_seconds(
+        task, trainer, final, protocol.final_steps, protocol.final_epochs
+    )
+    plan["leaderboard_networks_seconds"] = round(networks_seconds, 1)  # (result.json)
+    after = LEADERBOARD_SAFETY * networks_seconds
+    if not references_done:
+        after += plan.get("references_seconds_estimate", 0.0)
+    return min(plan["_final_stage_ends"], plan["_training_ends"] - after)
+
+
 def plan_run(
     cfg: RunConfig,
     rundir: RunDirectory,
@@ -422,6 +448,7 @@ __all__ = [
     "COST_RATIO_BOUNDS",
     "FINAL_SHARE",
     "ITERATION_CAP_FACTOR",
+    "LEADERBOARD_SAFETY",
     "MIN_STEP_FRACTION",
     "PLAN",
     "REFERENCES_SHARE",
@@ -441,5 +468,6 @@ __all__ = [
     "plan_search",
     "replan_final",
     "searched_cost_ratio",
+    "seed_rounds_end",
     "tail_seconds",
 ]

@@ -43,6 +43,7 @@ from .budget import (
     moving_deadline,
     plan_run,
     replan_final,
+    seed_rounds_end,
     tail_seconds,
 )
 from .budget_clock import CLOCK_FILE, BudgetClock
@@ -375,7 +376,9 @@ def _stages(
                         task,
                         trainer,
                         final,
-                        until=plan["_final_stage_ends"],
+                        until=seed_rounds_end(
+                            plan, task, trainer, final, protocol, early_refs is not None
+                        ),
                         executor=None if isinstance(executor, str) else executor,
                     )
         finally:
