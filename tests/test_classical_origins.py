@@ -111,22 +111,39 @@ def _classical(name: str) -> MethodResult:
 
 
 def test_the_combination_is_shrunk_toward_the_statsforecast_members() -> None:
+    """The prior: the equal combination of AutoETS / AutoTheta where each is near the best
+    member, none where the MoE is far ahead of each or clearly ahead of their combination
+    on the held-out windows (paired), none from seasonal naive alone."""
     from sgem.leaderboard.combining import _prior
 
-    def out(level: float) -> np.ndarray:  # Normal forecasts at `level`, scale 0.1
-        return np.stack([np.full((4, 2), level), np.full((4, 2), 0.1), np.full((4, 2), 1e3)], -1)
+    rng = np.random.default_rng(0)
+    y = rng.normal(0, 1, (200, 2))
 
-    y = np.zeros((4, 2))
+    def out(error: np.ndarray) -> np.ndarray:  # Normal forecasts off by `error`, scale 0.1
+        return np.stack([y + error, np.full(y.shape, 0.1), np.full(y.shape, 1e3)], -1)
+
+    def noise(sd: float) -> np.ndarray:
+        return rng.normal(0, sd, y.shape)
+
     full = [_classical("SeasonalNaive"), _classical("AutoETS"), _classical("AutoTheta")]
-    alike = [out(0.11), out(0.3), out(0.1), out(0.12)]  # the MoE, naive, ETS, Theta
-    np.testing.assert_allclose(_prior(full, alike, y), [0.0, 0.0, 0.5, 0.5])
+    alike = [out(noise(0.3)), out(noise(1.0)), out(noise(0.3)), out(noise(0.3))]
+    prior, note = _prior(full, alike, y)  # the MoE, naive, ETS, Theta
+    np.testing.assert_allclose(prior, [0.0, 0.0, 0.5, 0.5])
+    assert note == ""
     # AutoETS failed on the held-out windows: the prior is AutoTheta alone
-    failed = [out(0.11), out(0.3), out(1.0), out(0.12)]
-    np.testing.assert_allclose(_prior(full, failed, y), [0.0, 0.0, 0.0, 1.0])
+    failed = [alike[0], alike[1], out(noise(3.0)), alike[3]]
+    np.testing.assert_allclose(_prior(full, failed, y)[0], [0.0, 0.0, 0.0, 1.0])
     # the network is far ahead of both: no prior holds it back
-    assert _prior(full, [out(0.0), out(0.3), out(0.5), out(0.6)], y) is None
+    ahead = [out(noise(0.01)), alike[1], out(noise(2.0)), out(noise(2.0))]
+    assert _prior(full, ahead, y)[0] is None
+    # each within the ratio, but the MoE clearly ahead of their combination (their errors
+    # shared): no prior either, and the note says why
+    shared = noise(0.13)
+    close = [out(noise(0.1)), alike[1], out(shared + noise(0.01)), out(shared + noise(0.01))]
+    prior, note = _prior(full, close, y)
+    assert prior is None and "the MoE beats it there by" in note
     # the budget left only seasonal naive: no prior (greedy selection alone weighs it)
-    assert _prior(full[:1], alike[:2], y) is None
+    assert _prior(full[:1], alike[:2], y)[0] is None
 
 
 def test_the_budget_pilot_is_the_mean_after_a_warm_up(monkeypatch) -> None:
