@@ -158,8 +158,9 @@ def test_the_rounds_leave_the_leaderboards_global_networks_the_time_their_cells_
     plan = {"_final_stage_ends": now + 50.0, "_training_ends": now + 60.0}
     plan["references_seconds_estimate"] = 7.0
     protocol = SimpleNamespace(final_steps=5, final_epochs=None)
-    for networks, done, end in ((4.0, True, 50.0), (20.0, True, 35.0), (20.0, False, 28.0)):
+    for networks, done in ((4.0, True), (20.0, True), (20.0, False)):
         monkeypatch.setattr(leaderboard, "global_networks_seconds", lambda *a, s=networks: s)
-        assert LEADERBOARD_SAFETY == 1.25
         got = seed_rounds_end(plan, task, trainer, final, protocol, references_done=done)
-        assert got - now == pytest.approx(end)
+        after = LEADERBOARD_SAFETY * networks + (0.0 if done else 7.0)
+        assert got - now == pytest.approx(min(50.0, 60.0 - after))
+        assert (got - now < 50.0) == (networks == 20.0)  # the plan's end, or earlier
