@@ -381,14 +381,13 @@ def _prior(
     strong = np.array([c is not None and not c.cheap for c in fitted], dtype=np.float64)
     if not strong.any():
         return None, ""
-    losses = np.array([quantile_loss(_wql_quantiles(o), y).mean() for o in outs])
+    per_window = [quantile_loss(_wql_quantiles(o), y) for o in outs]
+    losses = np.array([loss.mean() for loss in per_window])
     strong[losses[1:] > PRIOR_LOSS_RATIO * losses.min()] = 0.0
     if not strong.any():
         return None, ""
     prior = np.r_[0.0, strong / strong.sum()]
-    gain = quantile_loss(averaged_quantiles(outs, prior, WQL_GRID), y) - quantile_loss(
-        _wql_quantiles(outs[0]), y
-    )
+    gain = quantile_loss(averaged_quantiles(outs, prior, WQL_GRID), y) - per_window[0]
     se = _standard_error(gain)
     if gain.mean() > PRIOR_MARGIN_SE * se:
         note = (

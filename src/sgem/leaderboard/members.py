@@ -116,9 +116,12 @@ def _predict(trainer: Trainer, net: nn.Module, split: Split) -> np.ndarray:
 def _final_steps(budget: MethodBudget, trainer: Trainer, n: int) -> int:
     """The optimiser steps of a network trained on `n` samples as the final experts train:
     `budget.final_steps`, or `budget.final_epochs` passes."""
-    if budget.final_epochs is None:
-        return budget.final_steps
-    return steps_for_epochs(n, budget.final_epochs, trainer.config.batch_size)
+    return _steps(trainer, n, budget.final_steps, budget.final_epochs)
+
+
+def _steps(trainer: Trainer, n: int, steps: int, epochs: float | None) -> int:
+    """`steps`, or `epochs` passes over `n` samples in `trainer`'s batches."""
+    return steps if epochs is None else steps_for_epochs(n, epochs, trainer.config.batch_size)
 
 
 class GlobalNetwork:
@@ -155,34 +158,29 @@ class GlobalNetwork:
             cell, x_tr, y_tr, seed=seed, steps=_final_steps(budget, trainer, len(x_tr))
         )
         val = _predict(trainer, on_train, task.val)
-        if fence_passed():  # cut before its length: what validation saw is not a network to ship
-            return self._result(
-                budget,
-                val_output=val,
-                test_output=_predict(trainer, on_train, task.test),
-                note="trained for fewer steps: the time budget ended",
-                seconds=time.perf_counter() - start,
-                fitted=Fitted(network=on_train.eval(), cell=cell),
+        # cut before its length: what validation saw is not a network to ship (no refit)
+        cut_first = fence_passed()
+        net, note = on_train, "trained for fewer steps: the time budget ended" if cut_first else ""
+        if not cut_first:
+            x_all, y_all = train_val_tensors(task, dev)
+            refit = trainer.fit(
+                cell, x_all, y_all, seed=seed, steps=_final_steps(budget, trainer, len(x_all))
             )
-        x_all, y_all = train_val_tensors(task, dev)
-        net = trainer.fit(
-            cell, x_all, y_all, seed=seed, steps=_final_steps(budget, trainer, len(x_all))
-        )
-        note = ""
-        rule = resolve_length(budget.final_length)
-        if fence_passed():  # the refit was cut: the training split's network, complete
-            net = on_train
-            note = (
-                "trained on the training split alone: the time budget ended during its "
-                "refit on train + validation"
-            )
-        elif rule is not None and rule.twins:  # as the final experts are shipped
-            net = AveragedExpert([net, on_train], task.loss)
+            rule = resolve_length(budget.final_length)
+            if fence_passed():  # the refit was cut: the training split's network, complete
+                note = (
+                    "trained on the training split alone: the time budget ended during its "
+                    "refit on train + validation"
+                )
+            elif rule is not None and rule.twins:  # as the final experts are shipped
+                net = AveragedExpert([refit, on_train], task.loss)
+            else:
+                net = refit
         return self._result(
             budget,
             val_output=val,
             test_output=_predict(trainer, net, task.test),
-            shippable=True,
+            shippable=not cut_first,
             note=note,
             seconds=time.perf_counter() - start,
             fitted=Fitted(network=net.eval(), cell=cell),
@@ -215,12 +213,8 @@ def global_network_seconds(
     if per_step <= 0:  # timing noise: every second of the longer probe counted as steps
         per_step = took[1] / (2 + PROBE_STEPS)
     set_up = max(took[0] - 2 * per_step, 0.0)
-    n_all = len(task.train) + len(task.val)
-
-    def length(n: int) -> int:
-        return steps if epochs is None else steps_for_epochs(n, epochs, trainer.config.batch_size)
-
-    return 2 * set_up + per_step * (length(len(task.train)) + length(n_all))
+    sizes = (len(task.train), len(task.train) + len(task.val))
+    return 2 * set_up + per_step * sum(_steps(trainer, n, steps, epochs) for n in sizes)
 
 
 def folded_table(task: ClusteredTask) -> bool:
