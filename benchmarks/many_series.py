@@ -1,5 +1,5 @@
 """`sgem fit --time-budget B` on thousands of short monthly series (or hundreds of long
-hourly ones), beside AutoETS and AutoTheta: does the budget hold at this scale, is every
+hourly or weekly ones), beside AutoETS and AutoTheta: does the budget hold at this scale, is every
 series forecast, and how long does forecasting take (the combination refits AutoETS /
 AutoTheta on every series)?
 
@@ -7,13 +7,16 @@ The series are synthetic and seeded (no shared file has thousands). Monthly: a l
 10 and 10 000, a yearly season of random strength and phase, a small drift and a random walk
 in log space; 40-150 months of history each. Hourly (`--frequency hourly`, the shape of a
 competition's hourly collection): 652-912 hours each, a daily and a weekly season, noise of
-2-15 % of the level, a level shift in a third of the series. The next `--horizon` points
-are held out as the future. Scored as competition.py scores (MASE at the season, wQL, 80 %
-coverage).
+2-15 % of the level, a level shift in a third of the series. Weekly (`--frequency weekly`):
+80-400 weeks each, a random walk with drift in log space and, in half of them, a yearly
+cycle. The next `--horizon` points are held out as the future. Scored as competition.py
+scores (MASE at the season, wQL, 80 % coverage).
 
     python benchmarks/many_series.py --series 3000 --time-budget 120
     python benchmarks/many_series.py --frequency hourly --series 400 --horizon 48 \
         --time-budget 300 --out benchmarks/results/many_series_hourly.json
+    python benchmarks/many_series.py --frequency weekly --series 300 --horizon 13 \
+        --time-budget 300 --out benchmarks/results/many_series_weekly.json
 """
 
 from __future__ import annotations
@@ -32,51 +35,64 @@ from sgem.bench.future_scores import add_rows, method_rows, new_record, sgem_for
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def collection(n: int, horizon: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, test) long frames of `n` seeded monthly series; test: the last `horizon`."""
+def monthly(rng: np.random.Generator, horizon: int) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """One monthly series: a yearly season, a small drift, a random walk in log space."""
+    length = int(rng.integers(40, 151)) + horizon
+    t = np.arange(length)
+    season = rng.uniform(0, 0.3) * np.sin(2 * np.pi * t / 12 + rng.uniform(0, 2 * np.pi))
+    walk = np.cumsum(rng.normal(0, rng.uniform(0.01, 0.05), length))
+    y = 10 ** rng.uniform(1, 4) * np.exp(rng.normal(0, 0.01) * t + season + walk)
+    return y, pd.date_range("2000-01-01", periods=length, freq="MS")
+
+
+def hourly(rng: np.random.Generator, horizon: int) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """One hourly series: a daily and a weekly season, noise, sometimes a level shift."""
+    length = int(rng.integers(652, 913)) + horizon
+    t = np.arange(length)
+    level = 10 ** rng.uniform(1, 4)
+    amplitude = level * rng.uniform(0, 0.4)
+    y = level * (1 + rng.normal(0, 0.5) * t / length)
+    y += amplitude * np.sin(2 * np.pi * t / 24 + rng.uniform(0, 2 * np.pi))
+    y += 0.3 * amplitude * np.sin(2 * np.pi * t / 168 + rng.uniform(0, 2 * np.pi))
+    y += level * rng.uniform(0.02, 0.15) * rng.standard_normal(length)
+    if rng.random() < 0.3:  # a level shift somewhere in the middle half
+        y[int(rng.integers(length // 4, 3 * length // 4)) :] += level * rng.normal(0, 0.4)
+    start = pd.Timestamp("2017-01-01") + pd.Timedelta(hours=int(rng.integers(0, 500)))
+    return np.maximum(y, 0.01 * level), pd.date_range(start, periods=length, freq="h")
+
+
+def weekly(rng: np.random.Generator, horizon: int) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """One weekly series: a yearly cycle of 52.18 weeks in half of them, a random walk in
+    log space with a drift, multiplicative noise."""
+    length = int(rng.integers(80, 401)) + horizon
+    t = np.arange(length)
+    amplitude = rng.uniform(0, 0.4) if rng.random() < 0.5 else 0.0
+    season = amplitude * np.sin(2 * np.pi * t / (365.25 / 7) + rng.uniform(0, 2 * np.pi))
+    walk = np.cumsum(rng.normal(rng.normal(0, 0.003), rng.uniform(0.005, 0.04), length))
+    noise = 1 + rng.uniform(0.01, 0.1) * rng.standard_normal(length)
+    y = 10 ** rng.uniform(0.5, 4) * np.exp(season + walk) * noise
+    return y, pd.date_range("2010-01-03", periods=length, freq="W-SUN")
+
+
+#: --frequency: (one series' maker, its season, its pandas frequency, its ids' prefix)
+FREQUENCIES = {
+    "monthly": (monthly, 12, "MS", "s"),
+    "hourly": (hourly, 24, "h", "h"),
+    "weekly": (weekly, 52, "W-SUN", "w"),
+}
+
+
+def collection(frequency: str, n: int, horizon: int, seed: int):
+    """(train, test) long frames of `n` seeded series; test: the last `horizon` of each."""
+    make, *_, prefix = FREQUENCIES[frequency]
     rng = np.random.default_rng(seed)
-    frames = []
+    train, test = [], []
     for i in range(n):
-        length = int(rng.integers(40, 151)) + horizon
-        t = np.arange(length)
-        season = rng.uniform(0, 0.3) * np.sin(2 * np.pi * t / 12 + rng.uniform(0, 2 * np.pi))
-        walk = np.cumsum(rng.normal(0, rng.uniform(0.01, 0.05), length))
-        y = 10 ** rng.uniform(1, 4) * np.exp(rng.normal(0, 0.01) * t + season + walk)
-        ds = pd.date_range("2000-01-01", periods=length, freq="MS")
-        frames.append(pd.DataFrame({"unique_id": f"s{i}", "ds": ds, "y": y}))
-    return _split(frames, horizon)
-
-
-def hourly_collection(n: int, horizon: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train, test) long frames of `n` seeded hourly series; test: the last `horizon`."""
-    rng = np.random.default_rng(seed)
-    frames = []
-    for i in range(n):
-        length = int(rng.integers(652, 913)) + horizon
-        t = np.arange(length)
-        level = 10 ** rng.uniform(1, 4)
-        amplitude = level * rng.uniform(0, 0.4)
-        y = level * (1 + rng.normal(0, 0.5) * t / length)
-        y += amplitude * np.sin(2 * np.pi * t / 24 + rng.uniform(0, 2 * np.pi))
-        y += 0.3 * amplitude * np.sin(2 * np.pi * t / 168 + rng.uniform(0, 2 * np.pi))
-        y += level * rng.uniform(0.02, 0.15) * rng.standard_normal(length)
-        if rng.random() < 0.3:  # a level shift somewhere in the middle half
-            y[int(rng.integers(length // 4, 3 * length // 4)) :] += level * rng.normal(0, 0.4)
-        start = pd.Timestamp("2017-01-01") + pd.Timedelta(hours=int(rng.integers(0, 500)))
-        ds = pd.date_range(start, periods=length, freq="h")
-        y = np.maximum(y, 0.01 * level)
-        frames.append(pd.DataFrame({"unique_id": f"h{i}", "ds": ds, "y": y}))
-    return _split(frames, horizon)
-
-
-def _split(frames: list[pd.DataFrame], horizon: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    train = [f.iloc[:-horizon] for f in frames]
-    test = [f.iloc[-horizon:] for f in frames]
+        y, ds = make(rng, horizon)
+        frame = pd.DataFrame({"unique_id": f"{prefix}{i}", "ds": ds, "y": y})
+        train.append(frame.iloc[:-horizon])
+        test.append(frame.iloc[-horizon:])
     return pd.concat(train, ignore_index=True), pd.concat(test, ignore_index=True)
-
-
-#: --frequency: (the collection, its season, its pandas frequency)
-FREQUENCIES = {"monthly": (collection, 12, "MS"), "hourly": (hourly_collection, 24, "h")}
 
 
 def main() -> None:
@@ -89,8 +105,8 @@ def main() -> None:
     p.add_argument("--runs", type=Path, default=Path("runs/many-series"))
     p.add_argument("--out", type=Path, default=RESULTS / "many_series.json")
     args = p.parse_args()
-    make, season, freq = FREQUENCIES[args.frequency]
-    train, test = make(args.series, args.horizon, args.seed)
+    _, season, freq, _ = FREQUENCIES[args.frequency]
+    train, test = collection(args.frequency, args.series, args.horizon, args.seed)
     shutil.rmtree(args.runs, ignore_errors=True)  # a fresh fit: never a run of older code
     args.runs.mkdir(parents=True)
     path = args.runs / "train.csv"

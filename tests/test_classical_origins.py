@@ -269,3 +269,25 @@ def test_seasonal_naive_repeats_the_last_season_of_a_short_history() -> None:
     history = np.arange(20, dtype=float) % 12
     loc, _ = ClassicalMember("SeasonalNaive").forecast([history], 6, 12)
     np.testing.assert_array_equal(loc[0], history[8:14])
+
+
+def test_weekly_series_are_modelled_with_their_year_and_autoets_without_it() -> None:
+    """A week's model season is 52: AutoTheta tests it and follows a yearly cycle; AutoETS,
+    which cannot fit a season over 24, is given none instead of a slow non-seasonal fit."""
+    pytest.importorskip("statsforecast")
+    from sgem.baselines.statistical import ETS_LONGEST_SEASON, AutoETSReference
+    from sgem.moe.classical import season_of
+
+    assert season_of({"freq": "W-SUN"}) == 52 and season_of({"freq": "W", "season": 1}) == 1
+    ets = AutoETSReference()
+    assert ets.model(52).season_length == 1
+    assert ets.model(ETS_LONGEST_SEASON).season_length == ETS_LONGEST_SEASON
+    rng = np.random.default_rng(0)
+    t = np.arange(312 + 26)
+    y = 100 + 20 * np.sin(2 * np.pi * t / 52) + rng.normal(0, 1, len(t))
+    history, future = y[:312], y[312:]
+    errors = {}
+    for season in (1, 52):
+        loc, _ = ClassicalMember("AutoTheta").forecast([history], 26, season, workers=1)
+        errors[season] = np.abs(loc[0] - future).mean()
+    assert errors[52] < 0.5 * errors[1]

@@ -191,10 +191,13 @@ GLUONTS_SEASONALITIES: dict[str, int] = {
 }
 
 #: the periods a classical forecaster models (`sgem.moe.classical.season_of`): GluonTS's,
-#: but a day's week, as AutoGluon and Nixtla's examples give statsforecast. AutoETS and
-#: AutoTheta test for the season themselves (AICc / a seasonality test) and drop it where the
-#: data have none; given 1, they could not see a weekly cycle in daily sales at all.
-MODEL_SEASONALITIES: dict[str, int] = {**GLUONTS_SEASONALITIES, "D": 7}
+#: but a day's week, as AutoGluon and Nixtla's examples give statsforecast, and a week's
+#: year. AutoETS and AutoTheta test for the season themselves (AICc / a seasonality test)
+#: and drop it where the data have none; given 1, they could not see a weekly cycle in
+#: daily sales at all. Weekly: on 300 seeded weekly series with a yearly cycle AutoTheta's
+#: MASE was 0.892 at season 1 and 0.734 at 52; on 300 random walks 0.446 at both. (AutoETS
+#: cannot fit a season over 24: `sgem.baselines.statistical.ETS_LONGEST_SEASON`.)
+MODEL_SEASONALITIES: dict[str, int] = {**GLUONTS_SEASONALITIES, "D": 7, "W": 52}
 
 #: Monash `@frequency` names -> pandas frequency strings (the archive's own FREQUENCY_MAP).
 MONASH_FREQUENCIES: dict[str, str] = {
