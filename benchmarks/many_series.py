@@ -9,7 +9,8 @@ in log space; 40-150 months of history each. Hourly (`--frequency hourly`, the s
 competition's hourly collection): 652-912 hours each, a daily and a weekly season, noise of
 2-15 % of the level, a level shift in a third of the series. Weekly (`--frequency weekly`):
 80-400 weeks each, a random walk with drift in log space and, in half of them, a yearly
-cycle. The next `--horizon` points are held out as the future. Scored as competition.py
+cycle. Yearly (`--frequency yearly`): 13-59 years each, a random walk with drift. The
+next `--horizon` points are held out as the future. Scored as competition.py
 scores (MASE at the season, wQL, 80 % coverage).
 
     python benchmarks/many_series.py --series 3000 --time-budget 120
@@ -17,6 +18,8 @@ scores (MASE at the season, wQL, 80 % coverage).
         --time-budget 300 --out benchmarks/results/many_series_hourly.json
     python benchmarks/many_series.py --frequency weekly --series 300 --horizon 13 \
         --time-budget 300 --out benchmarks/results/many_series_weekly.json
+    python benchmarks/many_series.py --frequency yearly --series 20000 --horizon 6 \
+        --time-budget 300 --out benchmarks/results/many_series_yearly.json
 """
 
 from __future__ import annotations
@@ -74,11 +77,21 @@ def weekly(rng: np.random.Generator, horizon: int) -> tuple[np.ndarray, pd.Datet
     return y, pd.date_range("2010-01-03", periods=length, freq="W-SUN")
 
 
+def yearly(rng: np.random.Generator, horizon: int) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """One short yearly series (13-59 years, as most of a competition's yearly ones): a
+    random walk with drift in log space."""
+    length = int(rng.integers(13, 60)) + horizon
+    walk = np.cumsum(rng.normal(rng.normal(0.03, 0.04), rng.uniform(0.02, 0.12), length))
+    start = f"{int(rng.integers(1950, 1990))}-01-01"
+    return 10 ** rng.uniform(2, 4) * np.exp(walk), pd.date_range(start, periods=length, freq="YS")
+
+
 #: --frequency: (one series' maker, its season, its pandas frequency, its ids' prefix)
 FREQUENCIES = {
     "monthly": (monthly, 12, "MS", "s"),
     "hourly": (hourly, 24, "h", "h"),
     "weekly": (weekly, 52, "W-SUN", "w"),
+    "yearly": (yearly, 1, "YS", "y"),
 }
 
 
