@@ -1,5 +1,5 @@
 """`sgem fit --time-budget B` on thousands of short monthly series (or hundreds of long
-hourly or weekly ones), beside AutoETS and AutoTheta: does the budget hold at this scale, is every
+hourly or weekly ones, or tens of thousands of short yearly ones), beside AutoETS and AutoTheta: does the budget hold at this scale, is every
 series forecast, and how long does forecasting take (the combination refits AutoETS /
 AutoTheta on every series)?
 
