@@ -367,7 +367,7 @@ def _prior(
     None where the MoE alone beats that combination on these windows by `PRIOR_MARGIN_SE`
     standard errors of the paired per-window loss. Why the ratio: that combination is
     robust where its members are alike and near the best (on the M3 files and tourism they
-    are within 3 %), not where one is clearly worse (20 000 short yearly series: AutoTheta's
+    are within 10 %), not where one is clearly worse (20 000 short yearly series: AutoTheta's
     held-out CRPS 1.25 times AutoETS', and a quarter of the weight on it forecast the future
     at wQL 0.182 against 0.160 with AutoETS alone as the prior; six hourly electricity
     series: AutoETS' 0.126, AutoTheta's 0.030, and a quarter of the weight on AutoETS made
