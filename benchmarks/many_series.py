@@ -1,7 +1,7 @@
-"""`sgem fit --time-budget B` on thousands of short monthly series (or hundreds of long
-hourly or weekly ones, or tens of thousands of short yearly ones), beside AutoETS and AutoTheta: does the budget hold at this scale, is every
-series forecast, and how long does forecasting take (the combination refits AutoETS /
-AutoTheta on every series)?
+"""`sgem fit --time-budget B` on thousands of short monthly series (hundreds of long hourly
+or weekly ones, tens of thousands of short yearly ones), beside AutoETS and AutoTheta: does
+the budget hold at this scale, is every series forecast, and how long does forecasting take
+(the combination refits AutoETS / AutoTheta on every series)?
 
 The series are synthetic and seeded (no shared file has thousands). Monthly: a level between
 10 and 10 000, a yearly season of random strength and phase, a small drift and a random walk

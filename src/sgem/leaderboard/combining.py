@@ -371,12 +371,12 @@ def _prior(
     held-out CRPS 1.25 times AutoETS', and a quarter of the weight on it forecast the future
     at wQL 0.182 against 0.160 with AutoETS alone as the prior; six hourly electricity
     series: AutoETS' 0.126, AutoTheta's 0.030, and a quarter of the weight on AutoETS made
-    the saved model worse than either of the others), nor where the network is far ahead of both
-    (half the weight on members five times worse on the held-out windows made a saved model
-    2.5 times worse than its MoE there: one daily series whose classical members had no
-    weekly season). Why the margin: on 400 hourly series (a 5-minute fit) AutoETS was 1.18
-    times the MoE's held-out CRPS, within the ratio, and the shrunk weights (MoE 0.36)
-    forecast the future at MASE 0.724 / wQL 0.0605 against greedy selection's 0.678 /
+    the saved model worse than either of the others), nor where the network is far ahead of
+    both (half the weight on members five times worse on the held-out windows made a saved
+    model 2.5 times worse than its MoE there: one daily series whose classical members had
+    no weekly season). Why the margin: on 400 hourly series (a 5-minute fit) AutoETS was
+    1.18 times the MoE's held-out CRPS, within the ratio of 1.5 then, and the shrunk weights
+    (MoE 0.36) forecast the future at MASE 0.724 / wQL 0.0605 against greedy selection's 0.678 /
     0.0575 (MoE 0.72); at 30 s on the M3 files, where the MoE is weaker, the shrunk weights
     were ahead on yearly (2.639 against 2.728) and "other" (1.874 against 1.936)."""
     fitted = [fitted_of(m).classical for m in ready]
