@@ -38,12 +38,36 @@ ROUNDS = 25
 
 
 def greedy_ensemble(
-    outs: list[np.ndarray], y: np.ndarray, loss: str, rounds: int = ROUNDS
+    outs: list[np.ndarray], y: np.ndarray, loss: str, rounds: int = ROUNDS, point: bool = False
 ) -> np.ndarray:
     """Caruana's greedy selection with replacement on validation: the weights (sum 1) of
-    the mixture of the members' predictive distributions with the lowest NLL."""
+    the mixture of the members' predictive distributions with the lowest NLL, or with
+    `point` the lowest squared error of its mean (`combination_scores`)."""
+    score = combination_scores(outs, y, loss, point)
+    return _greedy(len(outs), lambda w: -float(score(w).mean()), rounds)
+
+
+def combination_scores(outs: list[np.ndarray], y: np.ndarray, loss: str, point: bool = False):
+    """A function (weights, rows=all) -> each row's score (higher is better) of the
+    members' weighted combination: the log density of their mixture, or with `point` (a
+    table's regression) minus the squared error of the mixture's mean, the weighted mean of
+    the members' Student-t / Normal locations. Why the point there: a regression is judged
+    by the RMSE of what `predict` gives, and a Student-t network wins the log density by
+    its tails and per-row scale while its location misses the mean of a skewed target
+    (visits to a doctor, 5000 rows: the mixture by log density was 0.76 network and
+    1.07 times gradient boosting's test RMSE)."""
+    if point:
+        locs = np.stack([np.asarray(o, np.float64)[..., 0].reshape(len(o), -1) for o in outs])
+        target = np.asarray(y, dtype=np.float64).reshape(locs.shape[1:])
+
+        def squared(w: np.ndarray, rows=slice(None)) -> np.ndarray:
+            w = np.asarray(w, dtype=np.float64)
+            mean = np.tensordot(w / w.sum(), locs[:, rows], axes=1)
+            return -((mean - target[rows]) ** 2).mean(axis=1)
+
+        return squared
     logs = np.stack([log_density(o, y, loss) for o in outs])
-    return _greedy(len(outs), lambda w: -float(mixed_log_density(logs, w).mean()), rounds)
+    return lambda w, rows=slice(None): mixed_log_density(logs[:, rows], w)
 
 
 def greedy_quantile_ensemble(
@@ -130,6 +154,7 @@ def rows(
 
 __all__ = [
     "ROUNDS",
+    "combination_scores",
     "greedy_ensemble",
     "greedy_quantile_ensemble",
     "log_density",

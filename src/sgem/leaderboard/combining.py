@@ -17,10 +17,15 @@ from ..moe.combination import (
     averaged_quantiles,
     conformal_spread,
     member_quantiles,
-    mixed_log_density,
     quantile_loss,
 )
-from .board import ROUNDS, greedy_ensemble, greedy_quantile_ensemble, log_density, scored
+from .board import (
+    ROUNDS,
+    combination_scores,
+    greedy_ensemble,
+    greedy_quantile_ensemble,
+    scored,
+)
 from .members import OUT_OF_FOLD
 from .series_members import MIN_SUBSET_WINDOWS, SUBSET
 
@@ -136,10 +141,11 @@ def combine(
         ready, outs, on = _where_all_scored(ready, outs)
         y_val = y_val[on]
     folded = fit_on == "holdout" and not forecasting and folded_members
+    point = not forecasting and task.loss != "cross_entropy"  # a regression: its RMSE
     judged: tuple[list[np.ndarray], np.ndarray] | None = None
     prior_note = ""
     if folded:
-        weights, fit_on, judged = _table_weights(task, outs, ready, ship_oof)
+        weights, fit_on, judged = _table_weights(task, outs, ready, ship_oof, point)
     elif forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels),
         # shrunk halfway to the equal combination of AutoETS and AutoTheta: held-out windows
         # are a few per series and the future is not exchangeable with them, and that
@@ -153,7 +159,7 @@ def combine(
             greedy if prior is None else SHRINK_TO_EQUAL * prior + (1 - SHRINK_TO_EQUAL) * greedy
         )
     else:
-        weights = greedy_ensemble(outs, y_val, task.loss)
+        weights = greedy_ensemble(outs, y_val, task.loss, point=point)
     if weights[0] == 1.0:
         return None, None
     used = [i for i in range(1, len(outs)) if weights[i] > 0]
@@ -164,7 +170,7 @@ def combine(
         gain = quantile_loss(_wql_quantiles(outs[0]), y_val) - quantile_loss(combined, y_val)
     else:
         gain_outs, gain_y = judged or (outs, y_val)
-        gain = cross_fitted_gain(gain_outs, gain_y, task.loss)
+        gain = cross_fitted_gain(gain_outs, gain_y, task.loss, point=point)
     se = _standard_error(gain)
     if fit_on == "validation" and not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
         return None, None  # on a user's holdout (nothing chosen there) greedy alone decides
@@ -193,6 +199,7 @@ def combine(
         exported,
         season=season_of(task.meta if isinstance(task.meta, dict) else None),
         interval_scale=spread,
+        point="mean" if point else "median",
     )
     holdout = _scores_where_all_scored(combination, test_outs, np.asarray(task.test.y))
     validation = (
@@ -207,7 +214,7 @@ def combine(
         "note": f"weights fit on {fit_on}"
         f"{_subset_note(members, len(y_val))}{_width_note(forecasting, both_parts, spread)}"
         f"{prior_note}; "
-        f"paired gain there in {'quantile loss' if forecasting else 'log density, cross-fitted'} "
+        f"paired gain there in {_gain_measure(forecasting, point)} "
         f"{gain.mean():.4f} (se {se:.4f})",
     }
     return (combination, state, arrays, holdout), row
@@ -258,19 +265,27 @@ def _width_note(forecasting: bool, pooled: bool, spread: float) -> str:
 
 
 def cross_fitted_gain(
-    outs: list[np.ndarray], y: np.ndarray, loss: str, folds: int = 5
+    outs: list[np.ndarray], y: np.ndarray, loss: str, folds: int = 5, point: bool = False
 ) -> np.ndarray:
-    """Per validation sample, the log density of the greedy combination whose weights were
-    fit on the other folds, minus the MoE's own (`outs[0]`): what combining gains on
-    samples its weights never saw. (Halves were too few: a network right on most rows and
-    confidently wrong on a handful won one half outright and lost the other.)"""
-    logs = np.stack([log_density(o, y, loss) for o in outs])
+    """Per validation sample, the log density (with `point`: minus the squared error of
+    the mean, `combination_scores`) of the greedy combination whose weights were fit on
+    the other folds, minus the MoE's own (`outs[0]`): what combining gains on samples its
+    weights never saw. (Halves were too few: a network right on most rows and confidently
+    wrong on a handful won one half outright and lost the other.)"""
+    score = combination_scores(outs, y, loss, point)
+    moe_alone = np.eye(len(outs))[0]
 
-    def gain_on(fit: np.ndarray, score: np.ndarray) -> np.ndarray:
-        w = greedy_ensemble([o[fit] for o in outs], y[fit], loss)
-        return mixed_log_density(logs[:, score], w) - mixed_log_density(logs[:1, score], np.ones(1))
+    def gain_on(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        w = greedy_ensemble([o[fit] for o in outs], y[fit], loss, point=point)
+        return score(w, rows) - score(moe_alone, rows)
 
     return _cross_fitted(len(y), gain_on, folds)
+
+
+def _gain_measure(forecasting: bool, point: bool) -> str:
+    if forecasting:
+        return "quantile loss"
+    return f"{'squared error of the mean' if point else 'log density'}, cross-fitted"
 
 
 def _cross_fitted(n: int, gain_on, folds: int = 5) -> np.ndarray:
@@ -299,50 +314,55 @@ def _table_weights(
     holdout_outs: list[np.ndarray],
     ready: list[MethodResult],
     ship_oof: np.ndarray | None,
+    point: bool = False,
 ) -> tuple[np.ndarray, str, tuple[list[np.ndarray], np.ndarray] | None]:
     """A user's table's weights (the MoE's first), what they were fit on, and the outputs
     and targets their gain is judged on (None: the holdout's). With the saved network's
     out-of-fold outputs (`ship_oof`), greedy selection of every member on every row;
-    without, `_members_then_moe`."""
+    without, `_members_then_moe`. `point`: judged by the squared error of the mean."""
     if ship_oof is None:
-        weights = _members_then_moe(task, holdout_outs, ready)
+        weights = _members_then_moe(task, holdout_outs, ready, point)
         return weights, "the holdout (the MoE's; the members' out-of-fold rows too)", None
     y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
     every = [np.concatenate([ship_oof, holdout_outs[0]]), *_rows_of(ready, holdout_outs)]
-    weights = greedy_ensemble(every, y_rows, task.loss)
+    weights = greedy_ensemble(every, y_rows, task.loss, point=point)
     fit_on = "every row (out-of-fold outputs on train + validation, the holdout's)"
     return weights, fit_on, (every, y_rows)
 
 
 def _members_then_moe(
-    task: ClusteredTask, holdout_outs: list[np.ndarray], ready: list[MethodResult]
+    task: ClusteredTask,
+    holdout_outs: list[np.ndarray],
+    ready: list[MethodResult],
+    point: bool = False,
 ) -> np.ndarray:
     """A user's table's weights (the MoE's first) in two steps. The scikit-learn members'
     shares by greedy selection on every row: their out-of-fold outputs on train +
     validation and their holdout outputs. Then the MoE's weight, the share of the
-    `ROUNDS` grid whose mixture with those members has the lowest holdout NLL, kept only
+    `ROUNDS` grid whose mixture with those members scores best on the holdout, kept only
     where it gains over the members alone on holdout rows it was not chosen on (five-fold
     cross-fitted, by `COMBINE_MARGIN_SE` standard errors). Why: the holdout alone (91 rows
     on breast cancer) gave gradient boosting half the weight on two of three splits although
     logistic regression beat it on the full table; the MoE has holdout outputs only, and an
     overconfident network given 0.44 of the weight on those rows cost 2.6 points of test
-    accuracy (0.956 against logistic regression's 0.982)."""
+    accuracy (0.956 against logistic regression's 0.982). `point`: a regression's weights
+    minimise the squared error of the mean instead of the NLL (`combination_scores`)."""
     y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
-    shares = greedy_ensemble(_rows_of(ready, holdout_outs), y_rows, task.loss)
-    logs = np.stack([log_density(o, task.test.y, task.loss) for o in holdout_outs])
+    shares = greedy_ensemble(_rows_of(ready, holdout_outs), y_rows, task.loss, point=point)
+    score = combination_scores(holdout_outs, task.test.y, task.loss, point)
     grid = np.arange(ROUNDS + 1) / ROUNDS
 
-    def density(w0: float, at: np.ndarray) -> np.ndarray:
-        return mixed_log_density(logs[:, at], np.r_[w0, (1 - w0) * shares])
+    def mixed(w0: float, at: np.ndarray) -> np.ndarray:
+        return score(np.r_[w0, (1 - w0) * shares], at)
 
     def moe_weight(at: np.ndarray) -> float:
-        return max(grid, key=lambda w0: float(density(w0, at).mean()))
+        return max(grid, key=lambda w0: float(mixed(w0, at).mean()))
 
-    def gain_on(fit: np.ndarray, score: np.ndarray) -> np.ndarray:
-        return density(moe_weight(fit), score) - density(0.0, score)
+    def gain_on(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return mixed(moe_weight(fit), rows) - mixed(0.0, rows)
 
-    gain = _cross_fitted(logs.shape[1], gain_on)
-    every = np.arange(logs.shape[1])
+    gain = _cross_fitted(len(task.test.y), gain_on)
+    every = np.arange(len(task.test.y))
     w0 = moe_weight(every) if gain.mean() > COMBINE_MARGIN_SE * _standard_error(gain) else 0.0
     return np.r_[w0, (1 - w0) * shares]
 

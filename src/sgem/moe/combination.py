@@ -50,6 +50,10 @@ class Combination:
     #: forecasting: every quantile's distance from the median is multiplied by this
     #: (split-conformal on validation, `conformal_spread`), so the 80 % interval covers 80 %
     interval_scale: float = 1.0
+    #: a regression's point prediction: the mixture's "mean" (its weights were chosen for
+    #: the squared error of that mean) or its "median" (models saved before, their weights
+    #: chosen for the log density)
+    point: str = "median"
 
     @property
     def forecasting(self) -> bool:
@@ -66,6 +70,7 @@ class Combination:
         exported: list,
         season: int = 0,
         interval_scale: float = 1.0,
+        point: str = "median",
     ) -> tuple[Combination, dict, dict[str, np.ndarray]]:
         """(the combination as loading will rebuild it, model.json's state, the members'
         arrays) from the weights (the MoE's first) and the members' `portable.export`s
@@ -80,6 +85,7 @@ class Combination:
             "n_classes": task.n_classes,
             "season": int(season),
             "interval_scale": float(interval_scale),
+            "point": point,
             "weights_by_name": {"MoE": float(weights[0])}
             | {n: float(w) for n, w in zip(names, weights[1:], strict=True)},
         }
@@ -124,8 +130,19 @@ class Combination:
         spread = doc.get("interval_scale", 1.0)
         if type(spread) not in (int, float) or not (np.isfinite(spread) and 0 < spread < 1e3):
             raise ValueError("the combination's interval_scale must be a positive number")
+        point = doc.get("point", "median")
+        if point not in POINTS:
+            raise ValueError(f"the combination's point must be one of {POINTS}, got {point!r}")
         return cls(
-            weights, names, members, scales, loss, doc.get("n_classes"), season, float(spread)
+            weights,
+            names,
+            members,
+            scales,
+            loss,
+            doc.get("n_classes"),
+            season,
+            float(spread),
+            point,
         )
 
     # -- predicting -------------------------------------------------------------------------
@@ -163,6 +180,21 @@ class Combination:
         """Quantiles (model units) of the mixture of Student-t / Normal members, (n,) each."""
         outs = [np.asarray(moe_params, dtype=np.float64), *self.member_outputs(x_model)]
         return {q: v[:, 0] for q, v in mixture_quantiles(outs, self.weights, qs).items()}
+
+    def point_of(self, outs: list[np.ndarray]) -> np.ndarray:
+        """A regression's point prediction (model units) from its members' outputs (the
+        MoE's first): the mixture's mean (the weighted mean of the Student-t / Normal
+        locations) or its median (`point`)."""
+        if self.point == "mean":
+            w = self.weights / self.weights.sum()
+            locs = [np.asarray(o, np.float64)[..., 0].reshape(len(o), -1) for o in outs]
+            return sum(wi * loc for wi, loc in zip(w, locs, strict=True))
+        return self.quantiles_of(outs, (0.5,))[0.5]
+
+    def point_prediction(self, moe_params: np.ndarray, x_model: np.ndarray) -> np.ndarray:
+        """`point_of` from the MoE's outputs and the inputs, (n,)."""
+        outs = [np.asarray(moe_params, dtype=np.float64), *self.member_outputs(x_model)]
+        return self.point_of(outs)[:, 0]
 
     def forecast(
         self, moe_params: np.ndarray, histories: list[np.ndarray], window_scale, qs
@@ -204,12 +236,13 @@ class Combination:
 
     def scores_of(self, outs: list[np.ndarray], y: np.ndarray) -> dict:
         """Scores of the mixture of the members' outputs (the MoE's first), model units:
-        its NLL, and accuracy (classes) or the RMSE of its median (regression, forecasts)."""
+        its NLL, and accuracy (classes) or the RMSE of its point (`point_of`; a forecast's
+        median)."""
         nll = None if self.forecasting else mixture_nll(outs, self.weights, y, self.loss)
         if self.loss == "cross_entropy":
             mixed = sum(w * _softmax(o) for w, o in zip(self.weights, outs, strict=True))
             return {"test_nll": nll, "test_accuracy": float((mixed.argmax(1) == y).mean())}
-        median = self.quantiles_of(outs, (0.5,))[0.5]
+        median = self.quantiles_of(outs, (0.5,))[0.5] if self.forecasting else self.point_of(outs)
         err = median.reshape(len(median), -1) - np.asarray(y, np.float64).reshape(len(median), -1)
         rmse = float(np.sqrt(np.mean(err**2)))
         if self.forecasting:  # no density: the CRPS from the quantile loss on a fine grid
@@ -224,6 +257,8 @@ class Combination:
         return {"test_nll": nll, "test_rmse": rmse}
 
 
+#: a regression combination's point predictions (`Combination.point`)
+POINTS = ("mean", "median")
 #: quantile levels whose mean pinball loss (x 2) approximates the CRPS
 CRPS_GRID = tuple(np.round(np.arange(0.05, 0.96, 0.05), 2))
 #: the levels the weights of a forecasting combination are chosen on (the wQL's)

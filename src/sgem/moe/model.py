@@ -200,11 +200,12 @@ class SgemModel:
 
     def _point(self, raw: np.ndarray, x_model: np.ndarray) -> np.ndarray:
         """A regression's prediction from its raw outputs: the Student-t location, or the
-        combination's median, in the target's units, kept inside its training support."""
+        combination's point (`Combination.point_prediction`), in the target's units, kept
+        inside its training support."""
         mix = self.combination
-        if mix is not None:  # the mixture's median
-            median = mix.quantiles(raw, x_model, (0.5,))[0.5]
-            return clip_to_support(self._unscale_target(median), self.calibration.get("support"))
+        if mix is not None:  # the mixture's mean (or median: `Combination.point`)
+            point = mix.point_prediction(raw, x_model)
+            return clip_to_support(self._unscale_target(point), self.calibration.get("support"))
         point = self._unscale_target(raw[..., 0]).reshape(len(raw), -1).squeeze(1)
         return clip_to_support(point, self.calibration.get("support"))
 
@@ -347,7 +348,7 @@ class SgemModel:
         target = info.get("target_standardisation")
         if target and not self.is_classifier:  # a table's regression: the target's units
             scores |= in_target_units(scores, raw, y, float(target["std"]))
-            # RMSE and MAE of what `predict` gives (the combination's median, clipped)
+            # RMSE and MAE of what `predict` gives (the combination's point, clipped)
             truth = np.asarray(y, np.float64).reshape(len(y)) * target["std"] + target["mean"]
             err = self._point(raw, x_model) - truth
             scores["test_rmse"] = float(np.sqrt(np.mean(err**2)))
