@@ -43,6 +43,39 @@ def test_a_mixture_of_student_t_forecasts_is_no_worse_than_its_members_mean() ->
     assert mixed <= np.mean(each) + 1e-12
 
 
+def test_a_regressions_combination_is_weighed_by_the_squared_error_of_its_mean() -> None:
+    """A skewed target (0 on 90 % of the rows, 10 on the rest): a sharp Student-t at 0 has
+    the better log density, a wide Normal at the mean (1) the lower squared error. A
+    regression is judged by the RMSE of what `predict` gives, the mixture's mean."""
+    y = np.r_[np.zeros(90), np.full(10, 10.0)]
+    at_mean = np.stack([np.ones(100), np.full(100, 3.0), np.full(100, 1000.0)], -1)
+    sharp = np.stack([np.zeros(100), np.full(100, 0.01), np.full(100, 2.0)], -1)
+    by_density = greedy_ensemble([sharp, at_mean], y, "student_t")
+    by_point = greedy_ensemble([sharp, at_mean], y, "student_t", point=True)
+    assert by_density[0] > 0.5  # the log density prefers the sharp member
+    np.testing.assert_array_equal(by_point, [0.0, 1.0])  # the mean's error is least at 1
+
+
+def test_a_regression_combination_predicts_its_mean_and_old_ones_their_median() -> None:
+    from sklearn.linear_model import Ridge
+
+    from sgem.moe.combination import Combination
+    from sgem.moe.portable import export
+
+    ridge = Ridge().fit(np.arange(8.0)[:, None], np.arange(8.0))
+    member, arrays = export(ridge)
+    arrays = {f"m0.{k}": v for k, v in arrays.items()}
+    state = {"weights": [0.75, 0.25], "names": ["ridge"], "scales": [1.0], "loss": "student_t"}
+    saved_before = Combination.from_state(state | {"members": [member]}, arrays)
+    assert saved_before.point == "median"  # a model saved without the field: as before
+    with pytest.raises(ValueError, match="point must be one of"):
+        Combination.from_state(state | {"members": [member], "point": "mode"}, arrays)
+    mean = Combination.from_state(state | {"members": [member], "point": "mean"}, arrays)
+    outs = [np.array([[[0.0, 0.01, 1000.0]]]), np.array([[[4.0, 1.0, 1000.0]]])]
+    assert mean.point_of(outs)[0, 0] == pytest.approx(1.0)  # 0.75 x 0 + 0.25 x 4
+    assert abs(saved_before.point_of(outs)[0, 0]) < 0.1  # the sharp member's mass
+
+
 def test_selective_routing_keeps_an_expert_only_where_it_clearly_wins() -> None:
     task = make_toy_task(0)
     n = len(task.val)
@@ -192,6 +225,7 @@ def test_a_table_whose_budget_ended_before_the_moes_validation_fits_is_still_com
     names = {r["model"] for r in lb["rows"]}
     assert {"ridge regression", "gradient boosting"} <= names
     assert model.combination is not None and "ridge regression" in model.combination.names
+    assert model.combination.point == "mean"  # weights for its squared error: RMSE
     rmse = np.sqrt(np.mean((model.predict(frame[list("abcd")]) - frame["y"]) ** 2))
     assert rmse < 0.5  # the MoE trained two steps alone is far off (std of y: 3.6)
     assert "scikit_learn_references" in model.result["clock"]["stage_seconds"]
