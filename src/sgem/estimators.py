@@ -164,8 +164,10 @@ class SgemClassifier(ClassifierMixin, _SgemEstimator):
 
 class SgemRegressor(RegressorMixin, _SgemEstimator):
     """An sgem Mixture-of-Experts regressor (Student-t experts; scikit-learn API); same
-    parameters as `SgemClassifier`. `predict` gives the predictive median in the target's
-    units; `predict_quantiles(X, (0.1, 0.9))` its quantiles."""
+    parameters as `SgemClassifier`. `predict` gives the point prediction in the target's
+    units (the Student-t location; a model saved as a combination: the mixture's mean, its
+    weights chosen for that mean's squared error); `predict_quantiles(X, (0.1, 0.9))` its
+    quantiles."""
 
     _task_kind = "regression"
 

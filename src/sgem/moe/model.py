@@ -178,7 +178,8 @@ class SgemModel:
 
     def predict(self, x: Any, embeddings: np.ndarray | None = None) -> Any:
         """Class labels (decoded to the original labels), or for a regression / forecasting
-        model the point prediction (the Student-t location, in original units). A forecaster
+        model the point prediction (the Student-t location, or a saved combination's
+        `Combination.point_prediction`, in original units). A forecaster
         given a long-format DataFrame (its fit's id / time / value columns) returns the frame
         `sgem predict` writes: one row per series and step, with quantiles, expert, cluster."""
         if self.is_forecaster:
