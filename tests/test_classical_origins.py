@@ -275,7 +275,8 @@ def test_seasonal_naive_repeats_the_last_season_of_a_short_history() -> None:
 
 def test_weekly_series_are_modelled_with_their_year_and_autoets_without_it() -> None:
     """A week's model season is 52: AutoTheta tests it and follows a yearly cycle; AutoETS,
-    which cannot fit a season over 24, is given none instead of a slow non-seasonal fit."""
+    which cannot fit a season over 24, is given none instead of a slow non-seasonal fit (the
+    paper's baseline), and a combination's AutoETS has the season taken out by MSTL."""
     pytest.importorskip("statsforecast")
     from sgem.baselines.statistical import ETS_LONGEST_SEASON, AutoETSReference
     from sgem.moe.classical import season_of
@@ -288,8 +289,15 @@ def test_weekly_series_are_modelled_with_their_year_and_autoets_without_it() -> 
     t = np.arange(312 + 26)
     y = 100 + 20 * np.sin(2 * np.pi * t / 52) + rng.normal(0, 1, len(t))
     history, future = y[:312], y[312:]
-    errors = {}
-    for season in (1, 52):
-        loc, _ = ClassicalMember("AutoTheta").forecast([history], 26, season, workers=1)
-        errors[season] = np.abs(loc[0] - future).mean()
-    assert errors[52] < 0.5 * errors[1]
+    for name in ("AutoTheta", "AutoETS"):
+        errors = {}
+        for season in (1, 52):
+            loc, scale = ClassicalMember(name).forecast([history], 26, season, workers=1)
+            assert np.isfinite(loc).all() and (scale > 0).all()
+            errors[season] = np.abs(loc[0] - future).mean()
+        assert errors[52] < 0.5 * errors[1], name
+    from sgem.leaderboard.series_members import _long_season_note
+
+    assert "MSTL" in _long_season_note(ClassicalMember("AutoETS"), np.array([52]))
+    assert _long_season_note(ClassicalMember("AutoETS"), np.array([12])) == ""
+    assert _long_season_note(ClassicalMember("AutoTheta"), np.array([52])) == ""

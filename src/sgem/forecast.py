@@ -196,7 +196,8 @@ GLUONTS_SEASONALITIES: dict[str, int] = {
 #: and drop it where the data have none; given 1, they could not see a weekly cycle in
 #: daily sales at all. Weekly: on 300 seeded weekly series with a yearly cycle AutoTheta's
 #: MASE was 0.892 at season 1 and 0.734 at 52; on 300 random walks 0.446 at both. (AutoETS
-#: cannot fit a season over 24: `sgem.baselines.statistical.ETS_LONGEST_SEASON`.)
+#: cannot fit a season over 24: a combination's AutoETS takes it out by MSTL first,
+#: `sgem.baselines.statistical.SeasonallyAdjustedAutoETS`.)
 MODEL_SEASONALITIES: dict[str, int] = {**GLUONTS_SEASONALITIES, "D": 7, "W": 52}
 
 #: Monash `@frequency` names -> pandas frequency strings (the archive's own FREQUENCY_MAP).

@@ -132,7 +132,8 @@ def _mean_scale(out: dict, floor: float) -> tuple[np.ndarray, np.ndarray]:
 #: the longest season statsforecast's ETS fits (its state holds 24 seasonal terms); given a
 #: longer one (weekly data's year, 52) it still ends non-seasonal, after about 14x the time
 #: (300 seeded weekly series: 126 s against 9 s, MASE 0.849 against 0.825): such a season
-#: is modelled as none
+#: is modelled as none (a combination's AutoETS takes it out by MSTL first:
+#: `SeasonallyAdjustedAutoETS`)
 ETS_LONGEST_SEASON = 24
 
 
@@ -146,6 +147,23 @@ class AutoETSReference(StatsForecastReference):
 
         season = int(season) if 1 <= season <= ETS_LONGEST_SEASON else 1
         return AutoETS(season_length=season)
+
+
+class SeasonallyAdjustedAutoETS(AutoETSReference):
+    """AutoETS for a combination (`sgem.moe.classical`): where the season is beyond ETS's
+    (over `ETS_LONGEST_SEASON`: weekly data's year, half-hourly data's day), statsforecast's
+    MSTL takes it out (STL), AutoETS without a season forecasts the adjusted series and the
+    season is added back - statsforecast's own way to a long season. Why: on 150 seeded
+    weekly series (13 weeks ahead) MASE 1.65, against AutoETS without a season's 1.92 and
+    AutoTheta's 1.74, in about the time of AutoETS. The paper's AutoETS baseline stays
+    statsforecast's AutoETS as a user fits it."""
+
+    def model(self, season: int):
+        if season <= ETS_LONGEST_SEASON:
+            return super().model(season)
+        from statsforecast.models import MSTL, AutoETS
+
+        return MSTL(season_length=int(season), trend_forecaster=AutoETS(model="ZZN"))
 
 
 class AutoThetaReference(StatsForecastReference):
@@ -172,6 +190,7 @@ __all__ = [
     "ETS_LONGEST_SEASON",
     "AutoETSReference",
     "AutoThetaReference",
+    "SeasonallyAdjustedAutoETS",
     "StatsForecastReference",
     "diverged",
     "normal_from_interval",

@@ -119,13 +119,14 @@ class ClassicalMember:
 
     def _reference(self):
         """The baselines' statsforecast reference of this name: one local fit per window
-        (`fit_window`, `forward_window`), the same model and interval-to-scale rule."""
-        from ..baselines.statistical import AutoETSReference, AutoThetaReference
+        (`fit_window`, `forward_window`), the same model and interval-to-scale rule (AutoETS:
+        a season beyond ETS's taken out by MSTL first, `SeasonallyAdjustedAutoETS`)."""
+        from ..baselines.statistical import AutoThetaReference, SeasonallyAdjustedAutoETS
 
         if self.name == "SeasonalNaive":
             return _SeasonalNaive()
         require_statsforecast(self.name)
-        return {"AutoETS": AutoETSReference, "AutoTheta": AutoThetaReference}[self.name]()
+        return {"AutoETS": SeasonallyAdjustedAutoETS, "AutoTheta": AutoThetaReference}[self.name]()
 
     def forecast(
         self,
