@@ -7,7 +7,8 @@ they apply.
 
 The ensemble is greedy ensemble selection with replacement (Caruana et al. 2004, the
 weighted ensemble of AutoGluon): start empty, repeatedly add the member whose addition
-lowers the validation NLL of the mixture most, weights = how often each was added. The
+lowers the validation NLL of the mixture most (a table's regression: the squared error of
+its mean, `combination_scores`), weights = how often each was added. The
 mixture is of predictive distributions (probabilities, or Student-t densities), so its NLL
 is never above the weighted mean of its members' NLLs.
 """
@@ -54,8 +55,8 @@ def combination_scores(outs: list[np.ndarray], y: np.ndarray, loss: str, point: 
     the members' Student-t / Normal locations. Why the point there: a regression is judged
     by the RMSE of what `predict` gives, and a Student-t network wins the log density by
     its tails and per-row scale while its location misses the mean of a skewed target
-    (visits to a doctor, 5000 rows: the mixture by log density was 0.76 network and
-    1.07 times gradient boosting's test RMSE)."""
+    (statsmodels' doctor visits: the mixture by log density was 0.84 MoE and 1.08 times
+    gradient boosting's test RMSE; firms' investment: 0.92 network, 1.73 times ridge's)."""
     if point:
         locs = np.stack([np.asarray(o, np.float64)[..., 0].reshape(len(o), -1) for o in outs])
         target = np.asarray(y, dtype=np.float64).reshape(locs.shape[1:])
