@@ -27,9 +27,11 @@ from ..moe.combination import (
     log_density,
     member_quantiles,
     mixed_log_density,
+    mixture_mean,
     mixture_nll,
     quantile_loss,
     sample_nll,
+    stacked_locations,
 )
 from ..moe.scoring import method_scores
 from .series_members import SUBSET
@@ -58,13 +60,11 @@ def combination_scores(outs: list[np.ndarray], y: np.ndarray, loss: str, point: 
     (statsmodels' doctor visits: the mixture by log density was 0.84 MoE and 1.08 times
     gradient boosting's test RMSE; firms' investment: 0.92 network, 1.73 times ridge's)."""
     if point:
-        locs = np.stack([np.asarray(o, np.float64)[..., 0].reshape(len(o), -1) for o in outs])
+        locs = stacked_locations(outs)
         target = np.asarray(y, dtype=np.float64).reshape(locs.shape[1:])
 
         def squared(w: np.ndarray, rows=slice(None)) -> np.ndarray:
-            w = np.asarray(w, dtype=np.float64)
-            mean = np.tensordot(w / w.sum(), locs[:, rows], axes=1)
-            return -((mean - target[rows]) ** 2).mean(axis=1)
+            return -((mixture_mean(locs[:, rows], w) - target[rows]) ** 2).mean(axis=1)
 
         return squared
     logs = np.stack([log_density(o, y, loss) for o in outs])

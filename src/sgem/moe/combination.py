@@ -170,15 +170,19 @@ class Combination:
                 )
         return out
 
+    def _with_members(self, moe_out: np.ndarray, x_model: np.ndarray) -> list[np.ndarray]:
+        """The MoE's outputs, then each member's on the same inputs."""
+        return [np.asarray(moe_out, dtype=np.float64), *self.member_outputs(x_model)]
+
     def proba(self, moe_logits: np.ndarray, x_model: np.ndarray) -> np.ndarray:
         """Mixed class probabilities (n, C)."""
-        outs = [np.asarray(moe_logits, dtype=np.float64), *self.member_outputs(x_model)]
+        outs = self._with_members(moe_logits, x_model)
         probs = [_softmax(o) for o in outs]
         return sum(w * p for w, p in zip(self.weights, probs, strict=True))
 
     def quantiles(self, moe_params: np.ndarray, x_model: np.ndarray, qs) -> dict[float, np.ndarray]:
         """Quantiles (model units) of the mixture of Student-t / Normal members, (n,) each."""
-        outs = [np.asarray(moe_params, dtype=np.float64), *self.member_outputs(x_model)]
+        outs = self._with_members(moe_params, x_model)
         return {q: v[:, 0] for q, v in mixture_quantiles(outs, self.weights, qs).items()}
 
     def point_of(self, outs: list[np.ndarray]) -> np.ndarray:
@@ -186,14 +190,12 @@ class Combination:
         MoE's first): the mixture's mean (the weighted mean of the Student-t / Normal
         locations) or its median (`point`)."""
         if self.point == "mean":
-            w = self.weights / self.weights.sum()
-            locs = [np.asarray(o, np.float64)[..., 0].reshape(len(o), -1) for o in outs]
-            return sum(wi * loc for wi, loc in zip(w, locs, strict=True))
+            return mixture_mean(stacked_locations(outs), self.weights)
         return self.quantiles_of(outs, (0.5,))[0.5]
 
     def point_prediction(self, moe_params: np.ndarray, x_model: np.ndarray) -> np.ndarray:
         """`point_of` from the MoE's outputs and the inputs, (n,)."""
-        outs = [np.asarray(moe_params, dtype=np.float64), *self.member_outputs(x_model)]
+        outs = self._with_members(moe_params, x_model)
         return self.point_of(outs)[:, 0]
 
     def forecast(
@@ -231,7 +233,7 @@ class Combination:
 
     def scores(self, moe_out: np.ndarray, x_model: np.ndarray, y: np.ndarray) -> dict:
         """Holdout scores of the combination from the MoE's outputs and the inputs."""
-        outs = [np.asarray(moe_out, dtype=np.float64), *self.member_outputs(x_model)]
+        outs = self._with_members(moe_out, x_model)
         return self.scores_of(outs, y)
 
     def scores_of(self, outs: list[np.ndarray], y: np.ndarray) -> dict:
@@ -242,8 +244,8 @@ class Combination:
         if self.loss == "cross_entropy":
             mixed = sum(w * _softmax(o) for w, o in zip(self.weights, outs, strict=True))
             return {"test_nll": nll, "test_accuracy": float((mixed.argmax(1) == y).mean())}
-        median = self.quantiles_of(outs, (0.5,))[0.5] if self.forecasting else self.point_of(outs)
-        err = median.reshape(len(median), -1) - np.asarray(y, np.float64).reshape(len(median), -1)
+        point = self.point_of(outs)  # (a forecaster's: the averaged quantiles' median)
+        err = point.reshape(len(point), -1) - np.asarray(y, np.float64).reshape(len(point), -1)
         rmse = float(np.sqrt(np.mean(err**2)))
         if self.forecasting:  # no density: the CRPS from the quantile loss on a fine grid
             q = self.quantiles_of(outs, CRPS_GRID)
@@ -300,6 +302,17 @@ def quantile_loss(quantiles: dict[float, np.ndarray], y: np.ndarray) -> np.ndarr
         d = y.reshape(v.shape) - v
         losses.append(2 * np.maximum(q * d, (q - 1) * d).reshape(len(v), -1).mean(axis=1))
     return np.mean(losses, axis=0)
+
+
+def stacked_locations(outs: list[np.ndarray]) -> np.ndarray:
+    """The members' Student-t / Normal locations, (members, n, steps)."""
+    return np.stack([np.asarray(o, np.float64)[..., 0].reshape(len(o), -1) for o in outs])
+
+
+def mixture_mean(locations: np.ndarray, weights) -> np.ndarray:
+    """The mixture's mean, (n, steps): its members' `stacked_locations`, weighted."""
+    w = np.asarray(weights, dtype=np.float64)
+    return np.tensordot(w / w.sum(), locations, axes=1)
 
 
 def mixture_quantiles(outs: list[np.ndarray], weights, qs) -> dict[float, np.ndarray]:
@@ -402,8 +415,10 @@ __all__ = [
     "log_density",
     "member_quantiles",
     "mixed_log_density",
+    "mixture_mean",
     "mixture_nll",
     "mixture_quantiles",
     "quantile_loss",
     "sample_nll",
+    "stacked_locations",
 ]
