@@ -60,3 +60,22 @@ def test_cluster_splits_without_sources_and_too_few_left():
         r"validation windows after merging \(2 validation windows\); fix it",
     ):
         cluster_splits(tiny, 6, 0, what="windows", fix="fix it")
+
+
+def test_kmeans_on_many_points_fits_a_sample_and_assigns_every_point(monkeypatch) -> None:
+    """Beyond `KMEANS_MAX_VALUES` the centroids come from a seeded sample (a 160 000-row
+    table spent 47 s of its budget in k-means); every training point still gets its nearest
+    centroid, four far blobs are still found, and the same seed gives the same clusters."""
+    import sgem.data.clustering as clustering
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0], [10.0, 10.0]])
+    blob = rng.integers(0, 4, 4000)
+    x = centres[blob] + rng.normal(0, 0.5, (4000, 2))
+    monkeypatch.setattr(clustering, "KMEANS_MAX_VALUES", 1000)  # 500 points of 2 features
+    centroids, ids = fit_kmeans(x, 4, seed=3)
+    np.testing.assert_array_equal(ids, assign_to_centroids(x, centroids))
+    assert cluster_purity(ids, blob, 4).min() == 1.0
+    again, ids_again = fit_kmeans(x, 4, seed=3)
+    np.testing.assert_array_equal(again, centroids)
+    np.testing.assert_array_equal(ids_again, ids)

@@ -586,6 +586,28 @@ def test_the_cli_can_make_a_small_integer_target_a_regression(tmp_path) -> None:
         fit_config(tmp_path / "count.csv", kind="timeseries", task_kind="regression")
 
 
+def test_a_large_table_trains_on_minibatches_unless_its_config_says_otherwise(tmp_path) -> None:
+    """Above `MINIBATCH_TABLE_ROWS` rows a table's networks step on minibatches (full-batch
+    steps on 200 000 rows left a 2-minute fit no search); a small table keeps the preset's
+    full batch, and a --config file's batch_size wins."""
+    from sgem.run.fitting import MINIBATCH_TABLE_ROWS, TABLE_MINIBATCH
+    from sgem.search.config import SearchConfig
+
+    rng = np.random.default_rng(0)
+    n = MINIBATCH_TABLE_ROWS + 1
+    frame = pd.DataFrame({"a": rng.normal(size=n), "y": rng.integers(0, 2, n)})
+    frame.to_csv(tmp_path / "big.csv", index=False)
+    frame.iloc[:1000].to_csv(tmp_path / "small.csv", index=False)
+    big = fit_config(tmp_path / "big.csv", target="y")
+    assert SearchConfig.from_dict(big["search"]).train.batch_size == TABLE_MINIBATCH
+    small = fit_config(tmp_path / "small.csv", target="y")
+    assert SearchConfig.from_dict(small["search"]).train.batch_size is None
+    own = fit_config(
+        tmp_path / "big.csv", target="y", config={"search": {"train": {"batch_size": 64}}}
+    )
+    assert own["search"]["train"]["batch_size"] == 64
+
+
 def test_a_horizon_makes_a_file_series_whatever_its_value_column_is_called(tmp_path) -> None:
     """unique_id, ds, sales with --horizon: series (the message names --value-col), not a
     table that lacks --target nor, with --target sales, a silent regression."""
