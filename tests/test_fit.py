@@ -590,7 +590,7 @@ def test_a_large_table_trains_on_minibatches_unless_its_config_says_otherwise(tm
     """Above `MINIBATCH_TABLE_ROWS` rows a table's networks step on minibatches (full-batch
     steps on 200 000 rows left a 2-minute fit no search); a small table keeps the preset's
     full batch, and a --config file's batch_size wins."""
-    from sgem.run.fitting import MINIBATCH_TABLE_ROWS, TABLE_MINIBATCH
+    from sgem.data.user_tasks import MINIBATCH_TABLE_ROWS, TABLE_MINIBATCH
     from sgem.search.config import SearchConfig
 
     rng = np.random.default_rng(0)

@@ -57,6 +57,15 @@ MAX_OUT_OF_FOLD_ROWS = 50_000
 #: ... and up to this many, a saved global network's too (`network_out_of_fold`: five
 #: network fits; above, its holdout of a fifth of the rows decides well enough)
 MAX_NETWORK_OUT_OF_FOLD_ROWS = 5_000
+#: a scikit-learn member of a fit with a time budget is fitted on a seeded sample of at most
+#: this many values per second of the budget (rows x features x classes beyond two:
+#: gradient boosting grows a tree per class per iteration; a regression: x 6, its spread is
+#: cross-validated on 5 folds first), and of at least `MIN_SAMPLED_ROWS` rows. Why: on
+#: 540 000 rows of 54 columns and 7 classes its two fits ran past the whole of a 3-minute
+#: budget; 20 M values (the most at 2 minutes) take about 15 s a fit on a 2-core CPU, so
+#: the two take about a quarter of the budget
+SCIKIT_LEARN_VALUES_PER_SECOND = 20_000_000 / 120
+MIN_SAMPLED_ROWS = 10_000
 
 
 def reference_budget(
@@ -282,9 +291,10 @@ class _ScikitLearn:
         # out-of-fold prediction (`sgem.leaderboard.combining`), not its holdout's alone
         folded = folded_table(task)
         try:
-            (val,), _, _, _ = _sklearn_outputs(task, make, task.train, [task.val])
+            sample = (budget.seed, budget.reference_values)
+            (val,), _, _, _ = _sklearn_outputs(task, make, task.train, [task.val], sample)
             (test,), fitted, scale, oof = _sklearn_outputs(
-                task, make, joined, [task.test], out_of_fold=folded and not fence_passed()
+                task, make, joined, [task.test], sample, out_of_fold=folded and not fence_passed()
             )
         except ValueError as exc:  # e.g. a class absent from the training split
             return MethodResult(name, budget.seed, note=f"failed: {exc}", **fields)
@@ -335,14 +345,30 @@ def _joined(a: Split, b: Split) -> Split:
 
 
 def _sklearn_outputs(
-    task: ClusteredTask, make, fit_on: Split, predict_on: list[Split], out_of_fold: bool = False
+    task: ClusteredTask,
+    make,
+    fit_on: Split,
+    predict_on: list[Split],
+    sample: tuple[int, int | None] = (0, None),
+    out_of_fold: bool = False,
 ):
     """(outputs on each of `predict_on`, the fitted estimator, its Normal scale, and with
-    `out_of_fold` the outputs on `fit_on`'s rows of models fit on the other folds, or None)."""
+    `out_of_fold` the outputs on `fit_on`'s rows of models fit on the other folds, or None).
+    `sample` (seed, most values): fitted on a seeded sample of `fit_on`'s rows where they
+    hold more values than that (and then without out-of-fold outputs); None: every row."""
     from sklearn.model_selection import cross_val_predict
 
     x, y = _x(fit_on), _targets(fit_on)
     folds = min(5, max(2, len(y) // 20))
+    if task.loss == "cross_entropy":
+        fits = task.n_classes if task.n_classes > 2 else 1  # (trees per iteration)
+    else:
+        fits = folds + 1  # (the spread's cross-validation, then the model)
+    seed, values = sample
+    most = len(y) if values is None else max(values // (x.shape[1] * fits), MIN_SAMPLED_ROWS)
+    if len(y) > most:  # (out-of-fold outputs would then miss rows: none)
+        keep = np.sort(np.random.default_rng(seed).choice(len(y), most, replace=False))
+        x, y, out_of_fold = x[keep], y[keep], False
     model = make()
     if task.loss == "cross_entropy":
         model.fit(x, y)

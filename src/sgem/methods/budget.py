@@ -59,6 +59,9 @@ class MethodBudget:
         crps_samples: samples per forecast for the sample-based CRPS.
         device: torch device for training.
         deadline: a `time.perf_counter()` value after which a search starts no iteration.
+        reference_values: the most values (rows x features x fits) a scikit-learn
+            reference is fitted on, a seeded sample of the rows beyond it (None: every row;
+            `sgem.leaderboard.members.SCIKIT_LEARN_VALUES_PER_SECOND`).
         shared: what methods of one run share (`Shared`); copied by reference.
     """
 
@@ -73,6 +76,7 @@ class MethodBudget:
     crps_samples: int = 100
     device: str = "cpu"
     deadline: float | None = None
+    reference_values: int | None = None
     shared: Shared = field(default_factory=Shared, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import write_atomic
-from ..leaderboard.members import reference_methods
+from ..leaderboard.members import SCIKIT_LEARN_VALUES_PER_SECOND, reference_methods
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
 from ..moe.classical import ClassicalMember
@@ -33,10 +33,12 @@ def table_references(task, space, seed: int, crps_samples: int, clock) -> list |
     need no search, and a fit that cannot say whether it beat them is not done, so the
     budget spends their time first and never skips them (seconds even on 50 000 rows; at
     the end, a 48 000-row table's budget had left them no time and the saved MoE was 1.7x
-    gradient boosting's RMSE). None for other tasks."""
+    gradient boosting's RMSE). With a time budget, on a sample of a large table's rows
+    sized to it (`SCIKIT_LEARN_VALUES_PER_SECOND`). None for other tasks."""
     if task.name != "table" or isinstance(space, TimeSeriesSpace):
         return None
-    budget = MethodBudget(seed=seed, crps_samples=crps_samples)
+    values = None if clock.budget is None else int(SCIKIT_LEARN_VALUES_PER_SECOND * clock.budget)
+    budget = MethodBudget(seed=seed, crps_samples=crps_samples, reference_values=values)
     with clock.timed("scikit_learn_references"):
         refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
     return None if any(r.val_output is None for r in refs) else refs

@@ -24,12 +24,6 @@ from ..errors import SgemUserError
 
 KINDS = ("tabular", "timeseries", "images")
 _PRESET_OF = {"tabular": "toy", "timeseries": "ts-offline", "images": "images-offline"}
-#: a table of more rows than this trains its networks on minibatches of `TABLE_MINIBATCH`
-#: rows, not on every row at each step (the preset's full batch, which suits small tables).
-#: Why: on a 200 000-row table of 39 columns one candidate's full-batch training took 9.5 s,
-#: and a 2-minute fit had no time for even the smallest search
-MINIBATCH_TABLE_ROWS = 25_000
-TABLE_MINIBATCH = 4096
 _TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".gz", ".parquet", ".pq")
 
 
@@ -92,6 +86,7 @@ def fit_config(
     `season` (CLI --season) a series file's seasonal period where its dates do not say it
     (the M3 "other" series carry quarterly dates but no season: 1)."""
     from ..data.table_missing import check_policy
+    from ..data.user_tasks import MINIBATCH_TABLE_ROWS, TABLE_MINIBATCH, table_facts
     from .budget import parse_duration
     from .pipeline import merge, preset, read_config_file
 
@@ -124,18 +119,16 @@ def fit_config(
     if kind == "tabular":
         if not target and path.suffix.lower() != ".npz":
             raise SgemUserError("a table needs the column to predict: --target COLUMN")
-        import warnings
-
-        from ..data.files import read_table
-        from ..data.table_contract import TableWarning
-
-        with warnings.catch_warnings():  # its notes come once, when the task is built
-            warnings.simplefilter("ignore", TableWarning)
-            table = read_table(
-                path, target=target, features=features, kind=task_kind, missing=missing
-            )
-        table_kind = table.task_kind
-        if len(table.x) > MINIBATCH_TABLE_ROWS:  # (a config file's batch_size still wins)
+        stat = path.stat()
+        table_kind, rows = table_facts(
+            str(path.resolve()),
+            (stat.st_mtime_ns, stat.st_size),
+            target,
+            None if features is None else tuple(features),
+            task_kind,
+            missing,
+        )
+        if rows > MINIBATCH_TABLE_ROWS:  # (a config file's batch_size still wins)
             base["search"].setdefault("train", {})["batch_size"] = TABLE_MINIBATCH
         task.update(
             name="table", target=target, features=features, kind=table_kind, val_fraction=None
