@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def table_facts(
     stamp: tuple[int, int],
     target: str | None,
     features: tuple[str, ...] | None,
-    kind: str | None,
+    kind: Literal["classification", "regression"] | None,
     missing: str,
 ) -> tuple[str, int]:
     """(a table's task kind, its rows), read once per file version (`stamp`: modification

@@ -361,7 +361,8 @@ def _sklearn_outputs(
     x, y = _x(fit_on), _targets(fit_on)
     folds = min(5, max(2, len(y) // 20))
     if task.loss == "cross_entropy":
-        fits = task.n_classes if task.n_classes > 2 else 1  # (trees per iteration)
+        classes = int(task.n_classes or 2)
+        fits = classes if classes > 2 else 1  # (trees per iteration)
     else:
         fits = folds + 1  # (the spread's cross-validation, then the model)
     seed, values = sample
