@@ -27,22 +27,12 @@ CLASSES = {"breast_cancer", "digits", "wine", "iris", "fair", "anes96", *LARGE_T
 
 def frame_of(name: str):
     """Table `name` as a DataFrame with its target in column "target"."""
-    import pandas as pd
-
     if name in TABLES:
         from sklearn import datasets
 
         return getattr(datasets, f"load_{name}")(as_frame=True).frame
-    if name == "classification_600k":
-        from sklearn.datasets import make_classification
-
-        x, y = make_classification(
-            n_samples=600_000, n_features=54, n_informative=20, n_redundant=6, n_classes=7,
-            n_clusters_per_class=2, class_sep=1.0, random_state=1,
-        )  # fmt: skip
-        return pd.DataFrame(x, columns=[f"x{i}" for i in range(x.shape[1])]).assign(target=y)
     if name in LARGE_TABLES:
-        return _large_table()
+        return _large_table(name)
     from statsmodels import datasets as sm
 
     data = getattr(sm, name).load_pandas().data
@@ -60,20 +50,22 @@ def frame_of(name: str):
     raise ValueError(f"unknown table {name!r}: one of {TABLES + STATSMODELS_TABLES}")
 
 
-def _large_table():
+def _large_table(name: str):
+    """`LARGE_TABLES`' table `name`: seeded rows of `make_classification` (the 200 000-row
+    one with two text columns and missing values as well)."""
     import pandas as pd
     from sklearn.datasets import make_classification
 
+    if name == "classification_600k":
+        x, y = make_classification(
+            n_samples=600_000, n_features=54, n_informative=20, n_redundant=6, n_classes=7,
+            n_clusters_per_class=2, class_sep=1.0, random_state=1,
+        )  # fmt: skip
+        return pd.DataFrame(x, columns=[f"x{i}" for i in range(x.shape[1])]).assign(target=y)
     x, y = make_classification(
-        n_samples=200_000,
-        n_features=30,
-        n_informative=12,
-        n_redundant=6,
-        n_classes=3,
-        n_clusters_per_class=3,
-        class_sep=0.8,
-        random_state=0,
-    )
+        n_samples=200_000, n_features=30, n_informative=12, n_redundant=6, n_classes=3,
+        n_clusters_per_class=3, class_sep=0.8, random_state=0,
+    )  # fmt: skip
     frame = pd.DataFrame(x, columns=[f"x{i}" for i in range(x.shape[1])])
     rng = np.random.default_rng(0)
     other = rng.choice(["c", "d", "e"], len(frame))

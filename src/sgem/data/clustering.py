@@ -43,12 +43,12 @@ def fit_kmeans(
             "clusters or more data"
         )
     most = max(KMEANS_MAX_VALUES // max(flat.shape[1], 1), 100 * n_clusters)
-    if len(flat) <= most:
-        km = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(flat)
-        return km.cluster_centers_, km.labels_.astype(np.int64)
-    sample = np.random.default_rng(seed).choice(len(flat), most, replace=False)
-    km = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(flat[sample])
-    return km.cluster_centers_, assign_to_centroids(flat, km.cluster_centers_)
+    fit_on = flat
+    if len(flat) > most:
+        fit_on = flat[np.random.default_rng(seed).choice(len(flat), most, replace=False)]
+    km = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(fit_on)
+    ids = km.labels_ if fit_on is flat else assign_to_centroids(flat, km.cluster_centers_)
+    return km.cluster_centers_, ids.astype(np.int64)
 
 
 def assign_to_centroids(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
