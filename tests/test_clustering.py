@@ -62,6 +62,34 @@ def test_cluster_splits_without_sources_and_too_few_left():
         cluster_splits(tiny, 6, 0, what="windows", fix="fix it")
 
 
+def test_skewed_data_that_k_means_leaves_too_few_clusters_gets_equal_count_ones() -> None:
+    """On a skewed column (235 households' income) k-means gave the few largest values a
+    cluster of their own, no validation row fell in it, and a default `sgem fit` stopped
+    with an error; equal-count clusters along the first principal component are used
+    instead, every one with training and validation samples."""
+    from sgem.data.clustering import (
+        assign_to_centroids,
+        balanced_centroids,
+        fit_kmeans,
+        merge_clusters_without_samples,
+    )
+
+    rng = np.random.default_rng(2)
+    x = rng.lognormal(0.0, 1.5, (190, 1))
+    z = {"train": x[:140], "val": x[140:]}
+    centroids, train_ids = fit_kmeans(z["train"], 3, seed=0)
+    ids = {"train": train_ids, "val": assign_to_centroids(z["val"], centroids)}
+    assert len(merge_clusters_without_samples(z, centroids, ids)[0]) == 2  # k-means alone
+    got = cluster_splits(z, 3, 0)
+    assert got.n_clusters == 3
+    for part in ("train", "val"):
+        assert (np.bincount(got.ids[part], minlength=3) > 0).all()
+    np.testing.assert_array_equal(got.centroids, balanced_centroids(z["train"], 3))
+    np.testing.assert_array_equal(got.ids["val"], assign_to_centroids(z["val"], got.centroids))
+    sizes = np.bincount(got.ids["train"])
+    assert sizes.max() < 4 * sizes.min()  # comparable sizes, not one cluster of outliers
+
+
 def test_kmeans_on_many_points_fits_a_sample_and_assigns_every_point(monkeypatch) -> None:
     """Beyond `KMEANS_MAX_VALUES` the centroids come from a seeded sample (a 160 000-row
     table spent 47 s of its budget in k-means); every training point still gets its nearest

@@ -276,9 +276,11 @@ def build_task(
         sources = None
         if source is not None:  # an explicit test set may come without sources
             sources = {s: parts[s][2] for s in parts if parts[s][2] is not None}
+        larger = "a larger val_fraction (a --config file's task: {val_fraction: 0.3})"
         fix = (
-            "use fewer clusters (--clusters), more data, or a larger val_fraction (a --config "
-            "file's task: {val_fraction: 0.3})"
+            f"use fewer clusters (--clusters), more data, or {larger}"
+            if n_clusters > MIN_CLUSTERS
+            else f"use more data or {larger} ({MIN_CLUSTERS} clusters is the fewest)"
         )
         clustered = cluster_splits(z, n_clusters, seed, source=sources, fix=fix)
         ids, centroids = clustered.ids, clustered.centroids

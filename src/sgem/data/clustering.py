@@ -5,8 +5,9 @@ forecasting): k-means on the training split only, nearest-centroid assignment of
 splits, then the one policy for clusters that cannot be searched over. That policy: a
 cluster left without training or without validation samples is merged (its centroid is
 dropped and every sample re-assigned to the nearest remaining centroid, emptiest first,
-`merge_clusters_without_samples`), so a task may have fewer clusters than requested; fewer
-than `MIN_CLUSTERS` left is a `SgemUserError`.
+`merge_clusters_without_samples`), so a task may have fewer clusters than requested; where
+fewer than `MIN_CLUSTERS` are left, equal-count clusters along the first principal component
+are tried instead (`balanced_centroids`), and fewer than that left is a `SgemUserError`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ def fit_kmeans(
     km = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(fit_on)
     ids = km.labels_ if fit_on is flat else assign_to_centroids(flat, km.cluster_centers_)
     return km.cluster_centers_, ids.astype(np.int64)
+
+
+def balanced_centroids(x_train: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Centroids of `n_clusters` equal-count slices of the training points along their first
+    principal component: clusters of comparable size, where k-means left fewer than
+    `MIN_CLUSTERS` with validation samples. Why: on a skewed table (235 households' income
+    and food spending) k-means gave the few richest a cluster of their own, no validation
+    row fell in it, and a default `sgem fit` stopped with an error."""
+    flat = x_train.reshape(len(x_train), -1).astype(np.float64)
+    centred = flat - flat.mean(0)
+    step = -(-centred.size // KMEANS_MAX_VALUES)  # (the direction from every step-th point)
+    _, _, vt = np.linalg.svd(centred[::step], full_matrices=False)
+    order = np.argsort(centred @ vt[0], kind="stable")
+    return np.stack([flat[part].mean(0) for part in np.array_split(order, n_clusters)])
 
 
 def assign_to_centroids(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
@@ -167,6 +182,13 @@ def cluster_splits(
     ids = {s: assign_to_centroids(v, centroids) for s, v in z.items() if s != "train"}
     ids = {"train": train_ids, **ids}
     centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
+    m = len(centroids)
+    if m < MIN_CLUSTERS:  # k-means gave outliers clusters of their own: equal-count ones
+        even = balanced_centroids(z["train"], n_clusters)
+        even_ids = {s: assign_to_centroids(v, even) for s, v in z.items()}
+        even, even_ids, even_merged = merge_clusters_without_samples(z, even, even_ids)
+        if len(even) > m:
+            centroids, ids, merged = even, even_ids, even_merged
     m = len(centroids)
     if m < MIN_CLUSTERS:
         raise SgemUserError(
