@@ -21,6 +21,8 @@ Two parts, each a fresh `sgem` process per run, side by side in one invocation:
         --table-seeds 0 --out benchmarks/results/leaderboard_statsmodels.json
     python benchmarks/leaderboard.py --seeds --tables classification_200k --table-seeds 0 \
         --out benchmarks/results/leaderboard_large.json
+    python benchmarks/leaderboard.py --seeds --tables engel statecrime --table-seeds 0 1 2 \
+        --budget 120 --out benchmarks/results/leaderboard_small.json
 
 Prints a table and saves benchmarks/results/leaderboard.json.
 """

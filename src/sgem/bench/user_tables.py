@@ -14,8 +14,9 @@ TABLES = ("breast_cancer", "digits", "diabetes", "wine", "iris")
 #: statsmodels' bundled tables, none of which any choice in sgem was made on: extramarital
 #: affairs (any: yes / no, 6366 rows), party identification (7 classes, 944 rows), firms'
 #: investment (220 rows, the firm a category), the share of a school's pupils above the
-#: median (303 rows), visits to a doctor (a skewed count, 20 190 rows)
-STATSMODELS_TABLES = ("fair", "anes96", "grunfeld", "star98", "randhie")
+#: median (303 rows), visits to a doctor (a skewed count, 20 190 rows), households' food
+#: spending from their skewed income (235 rows), US states' violent crime rate (51 rows)
+STATSMODELS_TABLES = ("fair", "anes96", "grunfeld", "star98", "randhie", "engel", "statecrime")
 #: large tables (no shared file has one): 200 000 seeded rows of scikit-learn's
 #: `make_classification` (30 numbers, 3 classes of 3 clusters each), two text columns and
 #: 5 % of one column missing; 600 000 rows of 54 numbers and 7 classes (a forest-cover
@@ -47,6 +48,10 @@ def frame_of(name: str):
         return data.assign(target=above / (above + below))
     if name == "randhie":
         return data.assign(target=data.pop("mdvis"))
+    if name == "engel":
+        return data.assign(target=data.pop("foodexp"))
+    if name == "statecrime":
+        return data.assign(target=data.pop("violent"))
     raise ValueError(f"unknown table {name!r}: one of {TABLES + STATSMODELS_TABLES}")
 
 
