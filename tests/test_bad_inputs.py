@@ -528,9 +528,13 @@ def test_cluster_without_validation_samples_is_merged():
 
 
 def test_too_few_clusters_left_after_merging():
+    """The fix offered is one a user can take: never fewer than 3 clusters, and a larger
+    validation share than the one in use (it suggested 0.3 to a small table at 0.35)."""
     x, y = outlier_data(2, 1)
-    with pytest.raises(SgemUserError, match=r"only 2 of the 3 k-means clusters kept training"):
+    with pytest.raises(SgemUserError, match=r"only 2 of the 3 k-means clusters kept training") as e:
         build_task(x, y, n_clusters=3, test_fraction=0.2, seed=0)
+    assert "fewer clusters" not in str(e.value)
+    assert "{val_fraction: 0.35}" in str(e.value) and "3 clusters is the fewest" in str(e.value)
 
 
 def test_toy_task_is_unchanged_by_the_merge_policy():

@@ -276,12 +276,7 @@ def build_task(
         sources = None
         if source is not None:  # an explicit test set may come without sources
             sources = {s: parts[s][2] for s in parts if parts[s][2] is not None}
-        larger = "a larger val_fraction (a --config file's task: {val_fraction: 0.3})"
-        fix = (
-            f"use fewer clusters (--clusters), more data, or {larger}"
-            if n_clusters > MIN_CLUSTERS
-            else f"use more data or {larger} ({MIN_CLUSTERS} clusters is the fewest)"
-        )
+        fix = _fewer_clusters_fix(n_clusters, val_fraction, test_fraction)
         clustered = cluster_splits(z, n_clusters, seed, source=sources, fix=fix)
         ids, centroids = clustered.ids, clustered.centroids
         meta["n_clusters_requested"] = clustered.n_requested
@@ -319,6 +314,20 @@ def build_task(
         centroids=centroids,
         meta=meta,
     )
+
+
+def _fewer_clusters_fix(n_clusters: int, val_fraction: float, test_fraction: float) -> str:
+    """What to change where too few clusters kept validation samples: never fewer than
+    `MIN_CLUSTERS` clusters, and a validation share larger than the one in use (a small
+    table's is 0.35 already)."""
+    fewer = n_clusters > MIN_CLUSTERS
+    more_val = round(val_fraction + 0.15, 2)
+    if more_val + test_fraction >= 0.9:  # (no room left for a larger validation share)
+        return "use more data" + (" or fewer clusters (--clusters)" if fewer else "")
+    larger = f"a larger val_fraction (a --config file's task: {{val_fraction: {more_val}}})"
+    if fewer:
+        return f"use fewer clusters (--clusters), more data, or {larger}"
+    return f"use more data or {larger} ({MIN_CLUSTERS} clusters is the fewest)"
 
 
 def _test_part(test, x: np.ndarray, loss: str, own_clusters: bool) -> tuple:
