@@ -52,6 +52,7 @@ def test_cluster_splits_is_fit_assign_merge_purity(seed):
 def test_cluster_splits_without_sources_and_too_few_left():
     z, _ = _splits(0)
     got = cluster_splits(z, 5, 0)
+    assert not got.equal_count
     assert got.purity is None and got.oracle_partition is None and got.mean_purity("val") is None
     tiny = {"train": z["train"], "val": z["val"][:2], "test": z["test"]}
     with pytest.raises(
@@ -81,7 +82,7 @@ def test_skewed_data_that_k_means_leaves_too_few_clusters_gets_equal_count_ones(
     ids = {"train": train_ids, "val": assign_to_centroids(z["val"], centroids)}
     assert len(merge_clusters_without_samples(z, centroids, ids)[0]) == 2  # k-means alone
     got = cluster_splits(z, 3, 0)
-    assert got.n_clusters == 3
+    assert got.n_clusters == 3 and got.equal_count
     for part in ("train", "val"):
         assert (np.bincount(got.ids[part], minlength=3) > 0).all()
     np.testing.assert_array_equal(got.centroids, balanced_centroids(z["train"], 3))

@@ -281,6 +281,8 @@ def build_task(
         ids, centroids = clustered.ids, clustered.centroids
         meta["n_clusters_requested"] = clustered.n_requested
         meta["merged_clusters"] = int(clustered.merged)
+        if clustered.equal_count:  # (k-means left fewer than MIN_CLUSTERS with validation)
+            meta["equal_count_clusters"] = True
         n_clusters = clustered.n_clusters
     else:
         n_clusters = int(own_clusters.max()) + 1

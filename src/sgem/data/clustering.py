@@ -12,6 +12,7 @@ are tried instead (`balanced_centroids`), and fewer than that left is a `SgemUse
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from sklearn.cluster import KMeans
 
 from ..errors import SgemUserError
 from .task import MIN_CLUSTERS
+
+log = logging.getLogger(__name__)
 
 #: k-means's centroids are fitted on at most this many values (training points x features):
 #: a seeded random sample of the points beyond it, every point then goes to its nearest
@@ -145,6 +148,8 @@ class ClusterSplits:
     source: dict[str, np.ndarray] | None = None
     purity: np.ndarray | None = None
     oracle_partition: np.ndarray | None = None
+    #: the clusters are `balanced_centroids`' equal-count ones (k-means left too few)
+    equal_count: bool = False
 
     @property
     def n_clusters(self) -> int:
@@ -189,6 +194,14 @@ def cluster_splits(
         even, even_ids, even_merged = merge_clusters_without_samples(z, even, even_ids)
         if len(even) > m:
             centroids, ids, merged = even, even_ids, even_merged
+    equal_count = len(centroids) > m
+    if equal_count:
+        log.warning(
+            "k-means left %d of %d clusters with training and validation %s (outliers in one "
+            "of their own); using %d equal-count clusters along the data's first principal "
+            "component instead",
+            m, n_clusters, what, len(centroids),
+        )  # fmt: skip
     m = len(centroids)
     if m < MIN_CLUSTERS:
         raise SgemUserError(
@@ -201,4 +214,4 @@ def cluster_splits(
         src = dict(source)
         purity = cluster_purity(ids["train"], src["train"], m)
         oracle = majority_source_partition(ids["train"], src["train"], m)
-    return ClusterSplits(ids, centroids, int(n_clusters), merged, src, purity, oracle)
+    return ClusterSplits(ids, centroids, int(n_clusters), merged, src, purity, oracle, equal_count)
