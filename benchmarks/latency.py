@@ -2,7 +2,9 @@
 one-global-network reference through both paths; one row and 1024 rows.
 
 Models: the toy (`sgem run toy`), a table with a categorical column and missing values and
-a series forecaster (both `sgem.fit` with a seconds-long search). The reference is the same
+a series forecaster (both `sgem.fit` with a seconds-long search and `combine=False`:
+the MoE alone, what the ONNX graph exports; a forecaster is otherwise saved combined with
+AutoETS / AutoTheta, which ONNX export refuses). The reference is the same
 saved model with ONE network on every cluster: the leaderboard's global network where the
 saved model routes clusters to it (the toy), else the network of the expert serving most
 clusters (same preprocessing, routing and calibration path; timed for latency only).
@@ -67,7 +69,7 @@ def _table(runs: Path, seed: int):
     run = runs / f"table-seed{seed}"
     if not (run / "model").is_dir():
         sgem.fit(frame, target="label", out=run, progress=False, config={"search": SEARCH},
-                 seed=seed)  # fmt: skip
+                 seed=seed, combine=False)  # fmt: skip
     rows = frame.drop(columns="label")
     return sgem.load(run), lambda n: rows.sample(n, replace=True, random_state=seed)
 
@@ -87,7 +89,7 @@ def _series(runs: Path, seed: int):
             "task": {"n_windows": 300, "n_clusters": 4}, "space": {"channels": 4, "n_nodes": 2},
             "crps_samples": 10,
         }  # fmt: skip
-        sgem.fit(long, horizon=7, out=run, progress=False, config=config, seed=seed)
+        sgem.fit(long, horizon=7, out=run, progress=False, config=config, seed=seed, combine=False)
     return sgem.load(run), lambda n: [series[i % 6][-100:] for i in range(n)]
 
 
