@@ -32,7 +32,7 @@ from scipy import stats
 import sgem.moe.classical as classical
 from sgem.bench.machine import busiest, commit, load_average, machine_info
 from sgem.data.tsf_reader import read_tsf
-from sgem.forecast import MODEL_SEASONALITIES, seasonality
+from sgem.forecast import MODEL_SEASONALITIES, mase_per_window, seasonality
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MEMBERS = ("AutoETS", "AutoTheta")
@@ -57,17 +57,15 @@ def windows(path: Path, n_series: int, origins: int, length: int, seed: int):
 
 
 def mase(history: np.ndarray, future: np.ndarray, point: np.ndarray, season: int) -> float:
-    """Mean absolute error over the history's mean absolute seasonal difference."""
-    x = history[np.isfinite(history)]
-    s = season if len(x) > season else 1
-    scale = np.mean(np.abs(x[s:] - x[:-s]))
+    """`sgem.forecast.mase_per_window` of one window, on its known history and future steps."""
     ok = np.isfinite(future)
-    return float(np.mean(np.abs(future[ok] - point[ok])) / scale) if scale > 0 else np.nan
+    x = history[np.isfinite(history)]
+    return float(mase_per_window(point[ok][None], future[ok][None], x[None], season)[0])
 
 
 def scored(member: str, cap: int, histories, futures, season: int, mase_season: int, h: int):
     """One member's scores with its history capped at `cap` points."""
-    classical.MAX_HISTORY = cap
+    classical.MAX_HISTORY = cap  # (read at each fit; one process, so no worker misses it)
     start = time.perf_counter()
     loc, scale = classical.ClassicalMember(member).forecast(histories, h, season, workers=1)
     seconds = time.perf_counter() - start

@@ -95,9 +95,11 @@ def table(name: str, paths: tuple[Path, Path], budget: float, runs: Path, seed: 
     out = runs / f"table-{name}-{seed}"
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
-    command = f"sgem fit {paths[0]} --target target --time-budget {budget:g}s --seed {seed}"
+    command = ["sgem", "fit", str(paths[0]), "--target", "target", "--time-budget", f"{budget:g}s"]
     fit = subprocess.run(
-        [*command.split(), "--out", str(out), "--quiet"], capture_output=True, text=True
+        [*command, "--seed", str(seed), "--out", str(out), "--quiet"],
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - start
     train, test = pd.read_csv(paths[0]), pd.read_csv(paths[1])

@@ -52,7 +52,7 @@ def frame_of(name: str):
         return data.assign(target=data.pop("foodexp"))
     if name == "statecrime":
         return data.assign(target=data.pop("violent"))
-    raise ValueError(f"unknown table {name!r}: one of {TABLES + STATSMODELS_TABLES}")
+    raise ValueError(f"unknown table {name!r}: one of {TABLES + STATSMODELS_TABLES + LARGE_TABLES}")
 
 
 def _large_table(name: str):

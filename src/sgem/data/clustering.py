@@ -187,21 +187,19 @@ def cluster_splits(
     ids = {s: assign_to_centroids(v, centroids) for s, v in z.items() if s != "train"}
     ids = {"train": train_ids, **ids}
     centroids, ids, merged = merge_clusters_without_samples(z, centroids, ids)
-    m = len(centroids)
-    if m < MIN_CLUSTERS:  # k-means gave outliers clusters of their own: equal-count ones
+    equal_count = False
+    if len(centroids) < MIN_CLUSTERS:  # k-means gave outliers clusters of their own
         even = balanced_centroids(z["train"], n_clusters)
         even_ids = {s: assign_to_centroids(v, even) for s, v in z.items()}
         even, even_ids, even_merged = merge_clusters_without_samples(z, even, even_ids)
-        if len(even) > m:
-            centroids, ids, merged = even, even_ids, even_merged
-    equal_count = len(centroids) > m
-    if equal_count:
-        log.warning(
-            "k-means left %d of %d clusters with training and validation %s (outliers in one "
-            "of their own); using %d equal-count clusters along the data's first principal "
-            "component instead",
-            m, n_clusters, what, len(centroids),
-        )  # fmt: skip
+        if len(even) > len(centroids):
+            log.warning(
+                "k-means left %d of %d clusters with training and validation %s (outliers in "
+                "one of their own); using %d equal-count clusters along the data's first "
+                "principal component instead",
+                len(centroids), n_clusters, what, len(even),
+            )  # fmt: skip
+            centroids, ids, merged, equal_count = even, even_ids, even_merged, True
     m = len(centroids)
     if m < MIN_CLUSTERS:
         raise SgemUserError(
