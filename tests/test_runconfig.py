@@ -97,6 +97,7 @@ def test_a_config_built_in_python_writes_every_field():
         "final_length",
         "crps_samples",
         "time_budget",
+        "forecast_budget",
         "combine",
         "experts_at_most_clusters",
     ]
@@ -111,6 +112,9 @@ def test_a_config_built_in_python_writes_every_field():
         ({"torch_threads": 0}, "torch_threads"),
         ({"time_budget": 0}, "time_budget"),
         ({"time_budget": "soon"}, "time_budget"),
+        ({"forecast_budget": 0}, "forecast_budget"),
+        ({"forecast_budget": "5m"}, "forecast_budget"),
+        ({"forecast_budget": True}, "forecast_budget"),
         ({"crps_samples": 0}, "crps_samples"),
         ({"final_epochs": 1.5}, "final_epochs"),
         ({"device": 3}, "device"),
@@ -189,6 +193,17 @@ def test_final_length_is_checked_and_forecasting_presets_choose_it_on_validation
     data = load_run_config("toy").to_dict() | {"final_length": "early"}
     with pytest.raises(SgemUserError, match="final_length must be one of"):
         RunConfig.from_dict(data)
+
+
+def test_the_forecast_budget_defaults_to_the_time_budget_and_inf_lifts_it() -> None:
+    data = load_run_config("toy").to_dict()
+    assert RunConfig.from_dict(data).forecast_allowance is None  # no budget: no limit
+    assert RunConfig.from_dict(data | {"time_budget": 60}).forecast_allowance == 60.0
+    own = data | {"time_budget": 60, "forecast_budget": 600}
+    assert RunConfig.from_dict(own).forecast_allowance == 600.0
+    lifted = RunConfig.from_dict(data | {"time_budget": 60, "forecast_budget": float("inf")})
+    assert lifted.forecast_allowance is None
+    assert RunConfig.from_dict(lifted.to_dict()) == lifted
 
 
 def test_combine_is_a_boolean_and_round_trips() -> None:

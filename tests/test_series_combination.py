@@ -369,19 +369,70 @@ def test_a_broken_statsforecast_is_named_never_replaced_by_seasonal_naive(
     assert mix is None or not {"AutoETS", "AutoTheta"} & set(mix.names)
 
 
-def test_sgem_fit_says_what_a_forecast_s_classical_refits_will_cost(fitted) -> None:
-    """A saved combination refits AutoETS / AutoTheta on every series at forecast time: where
-    the fit timed that at a minute or more (3000 long daily series: over 20 minutes on two
-    cores, after a 2-minute fit), `sgem fit` says so and names the flag that avoids it."""
-    from sgem.cli.commands import _refit_note
+def test_the_leaderboard_says_what_a_forecast_s_classical_refits_will_cost(fitted) -> None:
+    """A saved combination refits AutoETS / AutoTheta on every series at forecast time (3000
+    long daily series: over 20 minutes on two cores, after a 2-minute fit): the leaderboard
+    gives each saved member's expected seconds, timed while fitting, and `sgem fit` prints
+    them with the forecast budget (none without a time budget)."""
+    model, _, _ = fitted
+    entry = model.result["leaderboard"]["forecast"]
+    costly = {n for n in model.combination.names if n in ("AutoETS", "AutoTheta")}
+    assert costly and set(entry["expected_seconds"]) == costly, entry
+    assert all(v >= 0 for v in entry["expected_seconds"].values())
+    assert entry["allowance_seconds"] is None and entry["left_out"] == {}
+    text = str(model)
+    assert "refitted per series at forecast time: " in text and "; no limit;" in text
 
-    model, out, _ = fitted
-    costly = [n for n in model.combination.names if n in ("AutoETS", "AutoTheta")]
-    assert costly
-    note = _refit_note(out / "model", {"time_budget": {"references_every_series_seconds": 1323}})
-    assert note and "about 1323 s" in note and "--no-combination" in note
-    assert all(n in note for n in costly)
-    assert (
-        _refit_note(out / "model", {"time_budget": {"references_every_series_seconds": 9}}) is None
-    )
-    assert _refit_note(out / "model", {}) is None
+
+def test_members_beyond_the_forecast_budget_are_left_out_of_the_combination(tmp_path) -> None:
+    """With a forecast budget no refit fits in, the saved combination holds no AutoETS /
+    AutoTheta (seasonal naive and the MoE still may), the leaderboard still scores them, and
+    says which were left out and how to keep them."""
+    search = {**TINY["search"], "train": {"steps": 1, "batch_size": 32}, "final_steps": 1}
+    config = {**TINY, "search": search, "task": {"n_windows": 600, "n_clusters": 3}}
+    model = fit_trends(tmp_path / "run", config, forecast_budget=1e-6)
+    lb = model.result["leaderboard"]
+    rows = {r["model"]: r for r in lb["rows"]}
+    assert {"AutoETS", "AutoTheta"} <= set(rows) and "holdout" in rows["AutoETS"]
+    assert set(lb["forecast"]["left_out"]) == {"AutoETS", "AutoTheta"}, lb["forecast"]
+    assert lb["forecast"]["allowance_seconds"] == 1e-6
+    mix = model.combination
+    assert mix is None or not {"AutoETS", "AutoTheta"} & set(mix.names)
+    assert "left out of the combination to keep the forecast within its budget" in str(model)
+
+
+def test_the_costliest_refitted_members_are_left_out_first() -> None:
+    from sgem.leaderboard.forecast_cost import FORECAST_SECONDS, within_allowance
+    from sgem.methods.result import MethodResult
+
+    def member(name: str, seconds: float | None) -> MethodResult:
+        extra = {} if seconds is None else {FORECAST_SECONDS: seconds}
+        return MethodResult(name, 0, kind="classical", extra=extra)
+
+    refs = [member("AutoETS", 400.0), member("AutoTheta", 50.0), member("seasonal naive", None)]
+    names = lambda kept: [m.method for m in kept]  # noqa: E731
+    kept, out = within_allowance(refs, 300.0)
+    assert names(kept) == ["AutoTheta", "seasonal naive"] and out == {"AutoETS": 400.0}
+    assert within_allowance(refs, None) == (refs, {})
+    assert within_allowance(refs, 450.0) == (refs, {})
+    kept, out = within_allowance(refs, 10.0)
+    assert names(kept) == ["seasonal naive"] and set(out) == {"AutoETS", "AutoTheta"}
+
+
+def test_a_forecast_s_seconds_come_from_the_fits_not_the_wall_clock() -> None:
+    """The expected forecast seconds scale the mean local fit (after the first, which pays
+    start-up once) to every series on the forecast's processes: 36 fits of 10 ms after a
+    2-second first one say about 2 s + 6000 x 10 ms over the cores, not 6000 / 36 x the
+    leaderboard's clock (most of which started worker processes)."""
+    from sgem.leaderboard.forecast_cost import expected_seconds
+    from sgem.moe.classical_pool import pool_workers, pooled_seconds
+
+    fits = [2.0] + [0.01] * 35
+    expected = 1.99 + pooled_seconds(60.0, pool_workers(6000))
+    assert expected_seconds(fits, 6000) == pytest.approx(expected)
+    assert expected_seconds(fits, 6000) < 60.0 / 2 + 10
+    assert expected_seconds([0.5], 10) == pytest.approx(5.0)  # (one fit: it is the rate)
+    assert expected_seconds([], 10) == 0.0
+    member = ClassicalMember("AutoTheta")
+    member.forecast([np.linspace(1, 30, 30) + np.sin(np.arange(30))] * 3, 2, 1)
+    assert len(member.fit_seconds) == 3 and all(t > 0 for t in member.fit_seconds)

@@ -206,6 +206,8 @@ def test_season_is_refused_for_data_that_is_not_series(tmp_path) -> None:
     pd.DataFrame({"a": [1.0, 2.0, 3.0], "y": [0, 1, 0]}).to_csv(table, index=False)
     with pytest.raises(SgemUserError, match=r"^--season is for series; this is tabular data"):
         fit_config(table, target="y", kind="tabular", season=1)
+    with pytest.raises(SgemUserError, match=r"^--forecast-budget is for series; this is tab"):
+        fit_config(table, target="y", kind="tabular", forecast_budget="5m")
     from sgem.cli import _parser
 
     series = _csv(tmp_path, [60, 60])

@@ -72,17 +72,30 @@ def add_rows(record: dict, key: str, name: str, rows: dict[str, dict]) -> None:
 
 
 def sgem_forecast(
-    train_path: Path, h: int, budget: float, seed: int, run: Path, season: int | None = None
+    train_path: Path,
+    h: int,
+    budget: float,
+    seed: int,
+    run: Path,
+    season: int | None = None,
+    **options,
 ) -> tuple:
     """(forecast frame, fit seconds, predict seconds, what was saved) of `sgem.fit` on
     `train_path` with a time budget (and `season`, as `sgem fit --season`; None: from the
-    dates), predicting the next `h` points of every series."""
+    dates; `options`: more of `sgem.fit`'s), predicting the next `h` points of every series."""
     import sgem
     from sgem.run.predict_io import predict_file
 
     start = time.perf_counter()
     model = sgem.fit(
-        train_path, horizon=h, time_budget=budget, seed=seed, out=run, progress=False, season=season
+        train_path,
+        horizon=h,
+        time_budget=budget,
+        seed=seed,
+        out=run,
+        progress=False,
+        season=season,
+        **options,
     )
     fit_seconds = time.perf_counter() - start
     frame = predict_file(model, train_path, quantiles=QUANTILES)

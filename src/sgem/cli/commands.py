@@ -87,6 +87,7 @@ def _fit(args: argparse.Namespace) -> int:
             image_size=args.image_size,
             n_clusters=args.clusters,
             time_budget=args.time_budget,
+            forecast_budget=args.forecast_budget,
             seed=args.seed,
             config=args.config,
             device=args.device,
@@ -111,37 +112,7 @@ def _fit(args: argparse.Namespace) -> int:
         print(f"  chose K={auto['chosen']} on {auto.get('chosen_on', 'validation')}")
     print(summarise(result))
     print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")
-    refits = _refit_note(Path(out) / "model", result)
-    if refits:
-        print(refits)
     return 0
-
-
-#: from this many seconds on, `sgem fit` says what a forecast's classical refits will cost
-REFIT_NOTE_SECONDS = 60.0
-
-
-def _refit_note(model: Path, result: dict) -> str | None:
-    """What forecasting with a saved combination costs where its AutoETS / AutoTheta
-    members are refitted on every series at forecast time, as timed while fitting. Why: on
-    3000 daily series of up to 4000 days a 2-minute fit saved AutoETS at weight 0.88 (fitted
-    on 38 series within the budget), and `sgem predict` on the same file took over 4 minutes
-    on 16 cores (about 1300 s of fits)."""
-    import json
-
-    every = (result.get("time_budget") or {}).get("references_every_series_seconds") or 0.0
-    if every < REFIT_NOTE_SECONDS or not (model / "model.json").is_file():
-        return None
-    combination = json.loads((model / "model.json").read_text())["info"].get("combination")
-    names = (combination or {}).get("names") or []
-    costly = [n for n in names if n in ("AutoETS", "AutoTheta")]
-    if not costly:
-        return None
-    return (
-        f"  note: a forecast refits {' and '.join(costly)} on every series it is given: up to "
-        f"about {every:.0f} s for this file's series on this machine (timed while fitting); "
-        "--no-combination saves the MoE alone"
-    )
 
 
 def _quantiles(text: str) -> tuple[float, ...]:

@@ -104,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
         "while validation gains and the budget lasts), or 'auto': the best of 2, 3, 4",
     )
     fit.add_argument("--time-budget", default=None, help="e.g. 10m, 2h: plan the search to it")
+    fit.add_argument(
+        "--forecast-budget",
+        default=None,
+        help="series: what refitting AutoETS / AutoTheta on every series may take when the saved "
+        "model forecasts, e.g. 5m (default: the time budget; none: no limit); members beyond it "
+        "are left out of the combination",
+    )
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument("--out", default=None, help="run directory (default runs/fit-NAME-seedN)")
     fit.add_argument("--config", default=None, help="YAML file overriding run config keys")

@@ -26,6 +26,7 @@ from .board import (
     greedy_quantile_ensemble,
     scored,
 )
+from .forecast_cost import forecast_report, within_allowance
 from .members import OUT_OF_FOLD
 from .series_members import MIN_SUBSET_WINDOWS, SUBSET
 
@@ -218,6 +219,29 @@ def combine(
         f"{gain.mean():.4f} (se {se:.4f})",
     }
     return (combination, state, arrays, holdout), row
+
+
+def combine_within(
+    task,
+    ship_val,
+    ship_test,
+    refs: list[MethodResult],
+    has,
+    ship_oof=None,
+    *,
+    on: bool = True,
+    allowance: float | None = None,
+) -> tuple:
+    """`combine` of the references whose refits fit in the
+    forecast budget `allowance`: (its combination or None, its leaderboard row or None, the
+    leaderboard's "forecast" entry or None). `on=False` (the run's `combine: false`): no
+    combination."""
+    if not on:
+        return None, None, None
+    kept, left_out = within_allowance(refs, allowance)
+    combined_with, row = combine(task, ship_val, ship_test, kept, has, ship_oof)
+    saved = combined_with[1]["weights_by_name"] if combined_with is not None else {}
+    return combined_with, row, forecast_report(refs, saved, left_out, allowance)
 
 
 def _on_all_scored(outs: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -428,6 +452,7 @@ __all__ = [
     "PRIOR_MARGIN_SE",
     "SHRINK_TO_EQUAL",
     "combine",
+    "combine_within",
     "cross_fitted_gain",
     "entry",
     "fitted_of",

@@ -40,7 +40,7 @@ from .board import (
     scored,
     scores,
 )
-from .combining import combine, entry, fitted_of, test_of, val_of
+from .combining import combine_within, entry, fitted_of, test_of, val_of
 from .members import (
     GlobalNetwork,
     folded_table,
@@ -85,12 +85,14 @@ def compete(
     crps_samples: int = 100,
     refs: list[MethodResult] | None = None,
     combination: bool = True,
+    forecast_budget: float | None = None,
 ) -> Contest:
     """Score the searched MoE (`final`, a `MethodResult`) against the global networks of its
     cells and the references of its kind (`refs`: already fitted, e.g. a forecaster's
     classical references, fitted before the search so that the budget never skips them),
     and build the model to save (`combination=False`: never a combination, the run's
-    `combine: false`)."""
+    `combine: false`; `forecast_budget`: the seconds its refitted members may take to
+    forecast every series, `sgem.leaderboard.forecast_cost`)."""
     start = time.perf_counter()
     budget = reference_budget(
         trainer, seed, steps=steps, epochs=epochs, length=length, crps_samples=crps_samples
@@ -110,7 +112,7 @@ def compete(
     if cut:  # the MoE cannot be compared on validation: the holdout alone
         late = _late_references(task, trainer, budget, refs)
         return _holdout_only(
-            task, trainer, final, seed, crps_samples, late, why, start, combination
+            task, trainer, final, seed, crps_samples, late, why, start, combination, forecast_budget
         )
     moe_test = split_outputs(final.moe, task.test, trainer.device)
     moe = entry("sgem MoE (searched)", seed, moe_val, moe_test)
@@ -146,8 +148,8 @@ def compete(
     _on_same_windows(task, board, members, ship_test, seed, crps_samples)
     shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
-    combined_with, combined = (
-        combine(task, ship_val, ship_test, refs, has, ship_oof) if combination else (None, None)
+    combined_with, combined, forecast = combine_within(
+        task, ship_val, ship_test, refs, has, ship_oof, on=combination, allowance=forecast_budget
     )
     if combined:
         board[-1]["model"] = "selective-routing MoE (before the combination)"
@@ -168,6 +170,7 @@ def compete(
         "seconds": round(time.perf_counter() - start, 3),
         # the seeds a time budget's final stage added to every expert (holdout NLL change)
         "seed_rounds": final.report.seed_rounds if final.report is not None else None,
+        "forecast": forecast,  # a forecaster's refits at forecast time: seconds, what was left out
     }
     in_it = {best.method} if fallback else set()  # the fallback network is in the saved model
     report["shipped"] = _shipped_summary(board[-1], board, fallback, task, combined_with, in_it)
@@ -207,7 +210,16 @@ def _late_references(task, trainer, budget, refs: list[MethodResult] | None):
 
 
 def _holdout_only(
-    task, trainer, final, seed, crps_samples, refs, why: str, start: float, combination: bool
+    task,
+    trainer,
+    final,
+    seed,
+    crps_samples,
+    refs,
+    why: str,
+    start: float,
+    combination: bool,
+    forecast_budget: float | None,
 ):
     """The contest without the MoE's validation outputs (the budget ended before they could
     be trained or while they were): a forecaster is still compared with its classical
@@ -225,8 +237,8 @@ def _holdout_only(
     members = [entry("sgem MoE (searched)", seed, None, moe_test), *refs]
     board = rows(task, members, has, seed, crps_samples)
     _on_same_windows(task, board, members, moe_test, seed, crps_samples)
-    combined_with, combined = (
-        combine(task, None, moe_test, refs, has) if combination else (None, None)
+    combined_with, combined, forecast = combine_within(
+        task, None, moe_test, refs, has, on=combination, allowance=forecast_budget
     )
     if combined is not None:
         board.append(combined)
@@ -237,6 +249,7 @@ def _holdout_only(
         "rows": board,
         "fallback_clusters": [],
         "seconds": round(time.perf_counter() - start, 3),
+        "forecast": forecast,
     }
     shipped = board[-1] if combined is not None else board[0]
     report["shipped"] = _shipped_summary(shipped, board, [], task, combined_with)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .forecast_cost import forecast_lines
+
 #: (coverage_80: how much of the samples each model's central 80 % interval holds, as scored:
 #: a network's raw intervals, which the saved model calibrates; a combination's calibrated)
 METRICS = ("nll", "accuracy", "rmse", "crps", "coverage_80")
@@ -76,6 +78,7 @@ def leaderboard_lines(report: dict | None) -> list[str]:
             + " (a global network is a fallback, not a member; a combination is kept only "
             "where it clearly gains on rows its weights were not fit on)"
         )
+    lines.extend(forecast_lines(report))
     lines.extend(stage_lines(report))
     ensemble = report.get("ensemble") or {}
     if ensemble:

@@ -25,6 +25,7 @@ from ..moe.classical import (
     statsforecast_missing,
 )
 from ..moe.classical_pool import Deadline, pool_workers, pooled_seconds
+from .forecast_cost import FORECAST_SECONDS, expected_seconds
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +91,18 @@ class ClassicalReference:
         val, test = (tuned.outputs(o[..., 0], o[..., 1]) for o in (val, test))
         note = f"interval width x{tuned.spread:.2f}, Student-t df {tuned.df:g} (on validation)"
         note += _long_season_note(ref, _seasons(task, task.test))
-        extra = {}
+        extra: dict[str, Any] = {}
+        done, every = _series_count(task, done_test), _series_count(task)
         if not whole:
-            done, every = _series_count(task, done_test), _series_count(task)
             extra[SUBSET] = f"{done} of {every} series"
             note = f"on {done} of {every} series (random; the budget ended); {note}"
+        seconds = time.perf_counter() - start
+        if not ref.cheap:  # what refitting it on every series will take at forecast time
+            extra[FORECAST_SECONDS] = expected_seconds(ref.fit_seconds, _forecast_series(task))
         return MethodResult(
             self.name,
             budget.seed,
-            seconds=time.perf_counter() - start,
+            seconds=seconds,
             val_output=val,
             test_output=test,
             note=note,
@@ -112,6 +116,13 @@ def _series_count(task: ClusteredTask, rows: np.ndarray | None = None) -> int:
     """How many series the holdout windows `rows` (default all) come from."""
     ids = _origins(task, "test")[1]
     return len(np.unique(ids if rows is None else ids[rows]))
+
+
+def _forecast_series(task: ClusteredTask) -> int:
+    """How many series a forecast of the task's data refits on: each user series (also
+    those too short for a held-out window), else each holdout window."""
+    meta = task.meta if isinstance(task.meta, dict) else {}
+    return len(meta.get("histories") or ()) or _series_count(task)
 
 
 def classical_seconds(

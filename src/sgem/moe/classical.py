@@ -93,6 +93,10 @@ class ClassicalMember:
             if type(v) not in (int, float) or not (np.isfinite(v) and v > 0):
                 raise ValueError(f"a classical member's {what} must be a positive number")
         self.name, self.spread, self.df = name, float(spread), float(df)
+        #: the seconds of each local fit `forecast` made in this process, in order (the first
+        #: also pays one-off start-up costs): what a forecast of many series will take
+        #: (`sgem.leaderboard.forecast_cost`)
+        self.fit_seconds: list[float] = []
 
     @classmethod
     def from_state(cls, state: dict) -> ClassicalMember:
@@ -244,7 +248,9 @@ class ClassicalMember:
                     if earlier is not None and earlier[1] == s_used:
                         mean, spread = reference.forward_window(earlier[0], x, horizon)
                     else:
+                        began = time.perf_counter()
                         model, (mean, spread) = reference.fit_window(x, horizon, s_used)
+                        self.fit_seconds.append(time.perf_counter() - began)
                         if series is not None and model is not None:
                             fitted[int(series[i])] = (model, s_used)
                     spread = np.broadcast_to(spread, mean.shape)

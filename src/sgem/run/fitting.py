@@ -66,6 +66,7 @@ def fit_config(
     n_clusters: int | None = None,
     n_experts: int | None = None,
     time_budget: str | float | None = None,
+    forecast_budget: str | float | None = None,
     seed: int = 0,
     config: str | os.PathLike | dict | None = None,
     id_col: str = "unique_id",
@@ -83,6 +84,8 @@ def fit_config(
     `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
     `task_kind` ("classification" / "regression") overrides a table's inferred kind;
     `device` (cpu, cuda, cuda:N, auto; CLI --device) where the networks train;
+    `forecast_budget` (CLI --forecast-budget; default: the time budget; "none": no limit)
+    what a saved forecaster's AutoETS / AutoTheta may take to refit on every series;
     `season` (CLI --season) a series file's seasonal period where its dates do not say it
     (the M3 "other" series carry quarterly dates but no season: 1)."""
     from ..data.table_missing import check_policy
@@ -104,8 +107,9 @@ def fit_config(
     kind = kind or infer_kind(path, id_col, time_col, value_col)
     if kind not in KINDS:
         raise SgemUserError(f"unknown --kind {kind!r}; choose one of {list(KINDS)}")
-    if season is not None and kind != "timeseries":
-        raise SgemUserError(f"--season is for series; this is {kind} data (leave --season out)")
+    for flag, value in (("--season", season), ("--forecast-budget", forecast_budget)):
+        if value is not None and kind != "timeseries":
+            raise SgemUserError(f"{flag} is for series; this is {kind} data (leave {flag} out)")
     if task_kind is not None and kind != "tabular":
         raise SgemUserError(
             f"--task {task_kind} is for tables; this is {kind} data (leave --task out)"
@@ -155,6 +159,9 @@ def fit_config(
     if n_experts is not None:
         run["search"]["n_experts"] = n_experts
     run["time_budget"] = None if time_budget is None else parse_duration(time_budget)
+    if forecast_budget is not None:
+        unlimited = str(forecast_budget).strip().lower() in ("none", "inf")
+        run["forecast_budget"] = float("inf") if unlimited else parse_duration(forecast_budget)
     if not combine:
         run["combine"] = False
     if device is not None:  # (else the preset's, or the config file's)
@@ -345,6 +352,8 @@ def fit_auto_experts(
         rundir = out if grow and i == 0 else out / f"experts-{k}"
         try:
             run = fit_config(data, n_experts=k, time_budget=budget, **options)
+            if total is not None and run["task"]["name"] == "series":  # (not a K's share)
+                run.setdefault("forecast_budget", total)
             result = run_config(run, rundir, **(execution or {}), started=begun)
         except SgemUserError as exc:
             if not report:

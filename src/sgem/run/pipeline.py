@@ -407,6 +407,7 @@ def _stages(
             crps_samples=protocol.crps_samples,
             refs=early_refs,
             combination=cfg.combine,
+            forecast_budget=cfg.forecast_allowance,
         )
     shipped = contest.final
     with clock.timed("calibration"):  # on out-of-sample validation predictions

@@ -51,6 +51,7 @@ OPTIONAL = (
     "device",
     "seed",
     "time_budget",
+    "forecast_budget",
     "combine",
     "experts_at_most_clusters",
 )
@@ -79,6 +80,9 @@ class RunConfig:
     final_length: str = "fixed"
     crps_samples: int = 100  # forecasting tasks: samples of the sample-based CRPS
     time_budget: float | None = None  # seconds for the whole run (None: no budget)
+    #: seconds a saved forecaster's AutoETS / AutoTheta may take to refit on every series at
+    #: forecast time (None: the time budget's; .inf: no limit; `sgem.leaderboard.forecast_cost`)
+    forecast_budget: float | None = None
     #: whether the saved model may be a combination with the references
     #: (`sgem.leaderboard.combining`); False saves the MoE with selective routing (for ONNX)
     combine: bool = True
@@ -118,6 +122,13 @@ class RunConfig:
             isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0
         ):
             raise SgemUserError(f"time_budget must be a number of seconds > 0, got {budget!r}")
+        allowed = self.forecast_budget
+        if allowed is not None and (
+            isinstance(allowed, bool) or not isinstance(allowed, int | float) or not allowed > 0
+        ):
+            raise SgemUserError(
+                f"forecast_budget must be a number of seconds > 0 (.inf: no limit), got {allowed!r}"
+            )
         if not isinstance(self.device, str):
             raise SgemUserError(f"device must be a string (cpu, cuda, auto), got {self.device!r}")
         epochs = self.final_epochs
@@ -132,6 +143,13 @@ class RunConfig:
                 raise SgemUserError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if not _is_int(self.crps_samples) or self.crps_samples < 1:
             raise SgemUserError(f"crps_samples must be an integer >= 1, got {self.crps_samples!r}")
+
+    @property
+    def forecast_allowance(self) -> float | None:
+        """The seconds a saved forecaster's refitted members may take to forecast every
+        series: `forecast_budget`, else the time budget (None: no limit)."""
+        allowed = self.time_budget if self.forecast_budget is None else self.forecast_budget
+        return None if allowed is None or allowed == float("inf") else float(allowed)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
