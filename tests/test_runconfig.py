@@ -195,12 +195,13 @@ def test_final_length_is_checked_and_forecasting_presets_choose_it_on_validation
         RunConfig.from_dict(data)
 
 
-def test_the_forecast_budget_defaults_to_the_time_budget_and_inf_lifts_it() -> None:
+def test_the_forecast_budget_is_no_limit_unless_given() -> None:
     data = load_run_config("toy").to_dict()
-    assert RunConfig.from_dict(data).forecast_allowance is None  # no budget: no limit
-    assert RunConfig.from_dict(data | {"time_budget": 60}).forecast_allowance == 60.0
+    assert RunConfig.from_dict(data).forecast_allowance is None
+    assert RunConfig.from_dict(data | {"time_budget": 60}).forecast_allowance is None
     own = data | {"time_budget": 60, "forecast_budget": 600}
     assert RunConfig.from_dict(own).forecast_allowance == 600.0
+    assert RunConfig.from_dict(data | {"forecast_budget": 5}).forecast_allowance == 5.0
     lifted = RunConfig.from_dict(data | {"time_budget": 60, "forecast_budget": float("inf")})
     assert lifted.forecast_allowance is None
     assert RunConfig.from_dict(lifted.to_dict()) == lifted

@@ -213,6 +213,10 @@ def test_season_is_refused_for_data_that_is_not_series(tmp_path) -> None:
     series = _csv(tmp_path, [60, 60])
     args = _parser().parse_args(["fit", str(series), "--season", "7"])
     assert fit_config(series, season=args.season)["task"]["season"] == 7  # (alone: series)
+    args = _parser().parse_args(["fit", str(series), "--forecast-budget", "5m"])
+    assert fit_config(series, forecast_budget=args.forecast_budget)["forecast_budget"] == 300.0
+    assert fit_config(series, forecast_budget="none")["forecast_budget"] == float("inf")
+    assert "forecast_budget" not in fit_config(series, time_budget="5m")  # (no limit)
 
 
 # -- refusals that name their fix ----------------------------------------------------------

@@ -108,8 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         "--forecast-budget",
         default=None,
         help="series: what refitting AutoETS / AutoTheta on every series may take when the saved "
-        "model forecasts, e.g. 5m (default: the time budget; none: no limit); members beyond it "
-        "are left out of the combination",
+        "model forecasts, e.g. 5m (default: no limit); members beyond it are left out of the "
+        "combination, which can cost much accuracy",
     )
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument("--out", default=None, help="run directory (default runs/fit-NAME-seedN)")

@@ -5,10 +5,12 @@ Why: a combination's AutoETS / AutoTheta are refitted on every series each time 
 follows: a 5-minute fit on 120 daily weather series took another 227 s to forecast, and a
 collection of thousands of long series would take hours. The leaderboard has just timed each
 member's local fits on the series' held-out windows (one per series); scaled to every series
-on the processes a forecast uses, that is what the forecast will take. Members beyond the
-forecast budget (`forecast_budget`, by default the fit's time budget) are left out of the
-saved combination, the most expensive first, and the leaderboard says so; the board still
-scores them.
+on the processes a forecast uses, that is what the forecast will take, and the leaderboard
+says it. Where the user sets a forecast budget (`forecast_budget`, `--forecast-budget`),
+members beyond it are left out of the saved combination, the most expensive first; the
+board still scores them. There is no such limit by default: leaving both members out of a
+5-minute fit on the weather series forecast in 0.7 s instead of 221 s, at MASE 3.53
+instead of 1.06.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def forecast_lines(report: dict) -> list[str]:
     limit = "no limit" if allowance is None else f"forecast budget {_seconds(allowance)}"
     costs = ", ".join(f"{k} ~{_seconds(v)}" for k, v in entry["expected_seconds"].items())
     how = "timed while fitting, on this machine; " if costs else ""
-    more = "; --no-combination saves the MoE alone" if costs else ""
+    more = "; --forecast-budget caps it, at a cost in accuracy" if costs else ""
     lines = [f"  refitted per series at forecast time: {costs or 'none'} ({how}{limit}{more})"]
     if entry.get("left_out"):
         out = ", ".join(f"{k} (~{_seconds(v)})" for k, v in entry["left_out"].items())

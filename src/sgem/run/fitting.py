@@ -84,8 +84,8 @@ def fit_config(
     `missing` ("impute" or "error", CLI --missing) goes into the task section of every kind;
     `task_kind` ("classification" / "regression") overrides a table's inferred kind;
     `device` (cpu, cuda, cuda:N, auto; CLI --device) where the networks train;
-    `forecast_budget` (CLI --forecast-budget; default: the time budget; "none": no limit)
-    what a saved forecaster's AutoETS / AutoTheta may take to refit on every series;
+    `forecast_budget` (CLI --forecast-budget; default and "none": no limit) what a saved
+    forecaster's AutoETS / AutoTheta may take to refit on every series;
     `season` (CLI --season) a series file's seasonal period where its dates do not say it
     (the M3 "other" series carry quarterly dates but no season: 1)."""
     from ..data.table_missing import check_policy
@@ -352,8 +352,6 @@ def fit_auto_experts(
         rundir = out if grow and i == 0 else out / f"experts-{k}"
         try:
             run = fit_config(data, n_experts=k, time_budget=budget, **options)
-            if total is not None and run["task"]["name"] == "series":  # (not a K's share)
-                run.setdefault("forecast_budget", total)
             result = run_config(run, rundir, **(execution or {}), started=begun)
         except SgemUserError as exc:
             if not report:
