@@ -65,7 +65,7 @@ def test_a_regression_run_stores_calibration_and_scores_in_target_units(
 def test_a_classification_run_fits_a_temperature(tmp_path, monkeypatch) -> None:
     # the MoE's own temperature: no combination (which a tiny search's MoE could join
     # with weight 0, leaving nothing for the temperature to change)
-    monkeypatch.setattr("sgem.leaderboard.contest.combine", lambda *a, **k: (None, None))
+    monkeypatch.setattr("sgem.leaderboard.combining.combine", lambda *a, **k: (None, None))
     rng = np.random.default_rng(0)
     x = np.r_[rng.normal(-1, 1, (200, 2)), rng.normal(1, 1, (200, 2))]
     label = np.where(x[:, 0] + x[:, 1] + rng.normal(0, 1, 400) > 0, "yes", "no")

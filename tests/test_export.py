@@ -74,7 +74,7 @@ def tables(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:  # the MoE itself is exported: no combination
         # (a tiny search's MoE loses to gradient boosting on the holdout, and a combination
         # is refused by the export: see the refusal test below)
-        patch.setattr("sgem.leaderboard.contest.combine", lambda *a, **k: (None, None))
+        patch.setattr("sgem.leaderboard.combining.combine", lambda *a, **k: (None, None))
         for target, drop in (("label", "price"), ("price", "label")):
             frame.drop(columns=drop).to_csv(folder / f"{target}.csv", index=False)
             models[target] = _quiet(
