@@ -232,10 +232,10 @@ def combine_within(
     on: bool = True,
     allowance: float | None = None,
 ) -> tuple:
-    """`combine` of the references whose refits fit in the
-    forecast budget `allowance`: (its combination or None, its leaderboard row or None, the
-    leaderboard's "forecast" entry or None). `on=False` (the run's `combine: false`): no
-    combination."""
+    """`combine` of the references whose refits fit in the forecast budget `allowance`
+    (`sgem.leaderboard.forecast_cost`): (its combination or None, its leaderboard row or
+    None, the leaderboard's "forecast" entry or None). `on=False` (the run's
+    `combine: false`): no combination."""
     if not on:
         return None, None, None
     kept, left_out = within_allowance(refs, allowance)

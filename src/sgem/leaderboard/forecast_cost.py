@@ -34,7 +34,7 @@ def expected_seconds(fit_seconds: Sequence[float], series: int) -> float:
     (`pooled_seconds`), plus what the first paid beyond it (start-up). Why not the
     member's wall clock scaled from the series it reached: where the budget let it reach
     36 of 6000 series, starting its worker processes was most of that clock, and the
-    scaled estimate was 1240 s for a forecast that takes about 40."""
+    scaled estimate was 1240 s (statsforecast's AutoTheta fits 3000 such series in 19 s)."""
     if not len(fit_seconds):
         return 0.0
     rest = fit_seconds[1:] if len(fit_seconds) > 1 else fit_seconds
