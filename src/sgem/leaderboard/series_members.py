@@ -92,8 +92,8 @@ class ClassicalReference:
         note = f"interval width x{tuned.spread:.2f}, Student-t df {tuned.df:g} (on validation)"
         note += _long_season_note(ref, _seasons(task, task.test))
         extra: dict[str, Any] = {}
-        done, every = _series_count(task, done_test), _series_count(task)
         if not whole:
+            done, every = _series_count(task, done_test), _series_count(task)
             extra[SUBSET] = f"{done} of {every} series"
             note = f"on {done} of {every} series (random; the budget ended); {note}"
         seconds = time.perf_counter() - start

@@ -47,6 +47,9 @@ MAX_SEASONAL_HISTORY = 4000
 PROGRESS_SERIES = 200
 #: where more processes than one may refit: the series fitted here first to time them
 PROBE_SERIES = 16
+#: the local fits a member keeps the seconds of (series come in a random order, so these
+#: are a sample; a saved model's members refit on every `predict`, and must not grow)
+FIT_TIMES_KEPT = 256
 
 
 class Stopped(RuntimeError):
@@ -93,9 +96,9 @@ class ClassicalMember:
             if type(v) not in (int, float) or not (np.isfinite(v) and v > 0):
                 raise ValueError(f"a classical member's {what} must be a positive number")
         self.name, self.spread, self.df = name, float(spread), float(df)
-        #: the seconds of each local fit `forecast` made in this process, in order (the first
-        #: also pays one-off start-up costs): what a forecast of many series will take
-        #: (`sgem.leaderboard.forecast_cost`)
+        #: the seconds of the first `FIT_TIMES_KEPT` local fits `forecast` made in this
+        #: process, in order (the first also pays one-off start-up costs): what a forecast of
+        #: many series will take (`sgem.leaderboard.forecast_cost`)
         self.fit_seconds: list[float] = []
 
     @classmethod
@@ -250,7 +253,8 @@ class ClassicalMember:
                     else:
                         began = time.perf_counter()
                         model, (mean, spread) = reference.fit_window(x, horizon, s_used)
-                        self.fit_seconds.append(time.perf_counter() - began)
+                        if len(self.fit_seconds) < FIT_TIMES_KEPT:
+                            self.fit_seconds.append(time.perf_counter() - began)
                         if series is not None and model is not None:
                             fitted[int(series[i])] = (model, s_used)
                     spread = np.broadcast_to(spread, mean.shape)
