@@ -9,14 +9,14 @@ search on the train + validation NLL (`fit_spread`).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data.task import ClusteredTask
-from ..forecast import student_t_nll
-from ..methods.budget import MethodBudget
-from ..methods.result import MethodResult
-from .base import forecast_result, require_forecasting, student_t_output, train_and_val
+if TYPE_CHECKING:  # (torch at import: the processes refitting AutoETS / AutoTheta need none)
+    from ..data.task import ClusteredTask
+    from ..methods.budget import MethodBudget
+    from ..methods.result import MethodResult
 
 #: Grids of the two fitted quantities (spread multiplier, degrees of freedom).
 MULTIPLIERS = tuple(float(v) for v in np.geomspace(0.05, 4.0, 24))
@@ -27,6 +27,8 @@ MIN_SPREAD = 1e-3
 def fit_spread(loc: np.ndarray, base: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(a, df) minimising the mean Student-t NLL of y under loc, a * base, df (grid search)."""
     import torch
+
+    from ..forecast import student_t_nll
 
     loc_t, base_t, y_t = (torch.as_tensor(v, dtype=torch.float64) for v in (loc, base, y))
     best = (np.inf, 1.0, 3.0)
@@ -57,6 +59,8 @@ class SpreadForecaster:
         raise NotImplementedError
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        from .base import forecast_result, require_forecasting, student_t_output, train_and_val
+
         require_forecasting(task, self.name)
         start = time.perf_counter()
         x, y = train_and_val(task)

@@ -18,15 +18,17 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data.task import ClusteredTask
-from ..methods.budget import MethodBudget
-from ..methods.result import MethodResult
-from .base import forecast_result, require_forecasting, student_t_output
 from .naive import MIN_SPREAD
 from .seasonal_naive import choose_seasons, seasonal_forecast
+
+if TYPE_CHECKING:  # (torch at import: the processes refitting AutoETS / AutoTheta need none)
+    from ..data.task import ClusteredTask
+    from ..methods.budget import MethodBudget
+    from ..methods.result import MethodResult
 
 #: z of the 90% quantile: an 80% central interval spans 2 * Z80 standard deviations
 Z80 = 1.2815515655446004
@@ -96,6 +98,8 @@ class StatsForecastReference:
             return _mean_scale(out, self.spread_floor)
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
+        from .base import forecast_result, require_forecasting, student_t_output
+
         require_forecasting(task, self.name)
         try:
             import statsforecast  # noqa: F401
