@@ -130,23 +130,26 @@ def classical_seconds(
     sample: int = 12,
     limit: float | None = None,
     enough: float | None = None,
-) -> float:
-    """What the `ClassicalReference`s will take on this task, measured: AutoETS and AutoTheta
-    timed on a few validation windows (as the leaderboard fits them; fewer once the timing
-    has spent `limit` seconds, or once two say it exceeds `enough`) and scaled to one fit per
-    series with held-out windows (its other origins run forward, at about a tenth of a fit),
-    with a margin, on the processes they will be refitted in (`sgem.moe.classical_pool`). A
-    budget plan reserves it (local fits of seasonal models on thousands of series take tens
-    of seconds). Why `enough`: on 3000 daily series of up to 4000 days each timed fit took
+) -> dict[str, float]:
+    """What each `ClassicalReference` will take on this task, {member: seconds}, measured:
+    AutoETS and AutoTheta timed on a few validation windows (as the leaderboard fits them;
+    fewer once the timing has spent `limit` seconds, or once two say they exceed `enough`
+    together) and scaled to one fit per series with held-out windows (its other origins run
+    forward, at about a tenth of a fit), with a margin, on the processes they will be
+    refitted in (`sgem.moe.classical_pool`; each member starts its own). A budget plan
+    reserves it (local fits of seasonal models on thousands of series take tens of seconds)
+    and plans each member on its own (`sgem.run.reference_plan`: AutoETS can cost ten times
+    AutoTheta). Why `enough`: on 3000 daily series of up to 4000 days each timed fit took
     1.5 s, and twelve of them (20 s of a 2-minute budget) only refined an estimate of 6900 s
-    that two already put far beyond the budget."""
+    that two already put far beyond the budget. {} where statsforecast is missing."""
     n = min(sample, len(task.val))
     if n == 0 or statsforecast_missing() is not None:  # (then they are skipped)
-        return 0.0
+        return {}
+    names = ("AutoETS", "AutoTheta")
     horizon = int(task.test.y.shape[1])
     index = np.linspace(0, len(task.val) - 1, n).astype(int)
     began = time.perf_counter()
-    for name in ("AutoETS", "AutoTheta"):  # warm-up: the first fit pays one-off start-up costs
+    for name in names:  # warm-up: the first fit pays one-off start-up costs
         _classical(ClassicalMember(name), task, ("val",), horizon, index=index[:1])
     windows = len(task.val) + len(task.test)
     fits = len(np.unique(np.concatenate([_origins(task, p)[1] for p in ("val", "test")])))
@@ -156,20 +159,22 @@ def classical_seconds(
             1.5 * per_fit * (fits + 0.1 * (windows - fits)), pool_workers(windows)
         )
 
-    start, timed = time.perf_counter(), 0
+    spent, timed = dict.fromkeys(names, 0.0), 0
+
+    def estimates() -> dict[str, float]:
+        return {name: estimate(spent[name] / timed) for name in names}
+
     for j in range(n):
         if timed and limit is not None and time.perf_counter() - began > limit:
             break
-        if (  # two fits already put them past `enough`
-            timed >= 2
-            and enough is not None
-            and estimate((time.perf_counter() - start) / timed) > enough
-        ):
-            break
-        for name in ("AutoETS", "AutoTheta"):
+        if timed >= 2 and enough is not None and sum(estimates().values()) > enough:
+            break  # two fits already put them past `enough`
+        for name in names:
+            start = time.perf_counter()
             _classical(ClassicalMember(name), task, ("val",), horizon, index=index[j : j + 1])
+            spent[name] += time.perf_counter() - start
         timed += 1
-    return estimate((time.perf_counter() - start) / timed)
+    return estimates()
 
 
 def _long_season_note(ref: ClassicalMember, seasons: np.ndarray) -> str:

@@ -42,6 +42,7 @@ from .budget_arithmetic import (
     plan_search,
 )
 from .pilot import PILOT_SHARE, PilotCut, pilot_seconds
+from .reference_plan import REFERENCES_SHARE, plan_references, reference_seconds
 
 if TYPE_CHECKING:
     from ..space.arch import CellSpace
@@ -57,16 +58,6 @@ LEADERBOARD_SAFETY = 1.25
 #: the share of the final stage's reserve an unplanned EM step must leave besides it
 #: (`extension_margin`)
 EXTENSION_MARGIN = 0.25
-
-
-#: a forecaster's classical references (AutoETS, AutoTheta) come before the search where
-#: they take at most this share of the budget: the saved model is never worse than what they
-#: give, and a fit that cannot say whether it beat them is not done (the search gets the
-#: rest, cut short by the budget's fence if it is less than its smallest run)
-REFERENCES_SHARE = 0.8
-#: ... and where they would take more, they are scored on the random subset of the series
-#: that this share of the budget allows (`sgem.leaderboard.series_members.SUBSET`)
-SUBSET_SHARE = 0.2
 
 
 #: seconds of the tail per held-out value scored (a validation or holdout sample's step):
@@ -207,39 +198,6 @@ def moving_deadline(plan: dict | None, references_done: bool = False):
     return reprice
 
 
-def _reference_seconds(task: ClusteredTask, space: CellSpace, limit: float, enough: float) -> float:
-    """The leaderboard's classical forecasters on every validation and holdout window,
-    measured on a few (`sgem.leaderboard.series_members.classical_seconds`); 0 for other kinds."""
-    from ..space.timeseries import TimeSeriesSpace
-
-    if not isinstance(space, TimeSeriesSpace):
-        return 0.0
-    from ..leaderboard.series_members import classical_seconds
-
-    return classical_seconds(task, limit=limit, enough=enough)
-
-
-def _too_few_reached(task: ClusteredTask, full: float, share: float, whole: float) -> str | None:
-    """Why AutoETS / AutoTheta are skipped before the search (None: they are not): in the
-    `share` of the budget a subset gets, at `full` seconds for every series, they would
-    reach fewer held-out windows than they need to be scored (`MIN_SUBSET_WINDOWS`). Why:
-    on 3000 daily series of up to 4000 days (6900 s for every series), a 2-minute fit spent
-    12 s fitting them on a few series that were then too few to score, and ended 4 s past
-    its budget; the search gets that time instead. `whole`: the budget that fits them all."""
-    from ..leaderboard.series_members import MIN_SUBSET_WINDOWS
-
-    reach = min(len(task.val), len(task.test)) * share / full
-    if reach >= MIN_SUBSET_WINDOWS:
-        return None
-    return (
-        f"AutoETS / AutoTheta on every series would take about {full:.0f} s; in the "
-        f"{share:.0f} s a random subset of the series could have they would reach about "
-        f"{reach:.0f} held-out windows, fewer than the {MIN_SUBSET_WINDOWS} needed to score "
-        f"them, so they are skipped and the search gets that time (seasonal naive stays); "
-        f"about {whole:.0f} s would fit them on every series"
-    )
-
-
 def final_pricing(cfg: RunConfig, task: ClusteredTask, space: CellSpace, search_cfg) -> dict:
     """What prices a run's final stage besides its config (`final_units`' keywords): the
     data ratio, the fixed retrain in epochs, and whether reference networks are trained."""
@@ -366,29 +324,14 @@ def plan_run(
                 "less to train on (a shorter --context, fewer series or rows)"
             ) from None
         pricing = final_pricing(cfg, task, space, search_cfg)
-        references = _reference_seconds(task, space, limit=PILOT_SHARE * budget, enough=budget)
+        costs = reference_seconds(task, space, limit=PILOT_SHARE * budget, enough=budget)
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
         seconds = float(cfg.time_budget) - spent - tail
         smallest = minimum_seconds(search_cfg, t, pricing["data_ratio"])
         # (tables and images have no classical references to make room for: references 0)
-        every = references
-        subset = bool(references and references > REFERENCES_SHARE * seconds)
-        skipped = None
-        if subset:  # the search first; the references on the series a share of it allows
-            full = float(cfg.time_budget) + references - (1 - REFERENCES_SHARE) * seconds
-            skipped = _too_few_reached(task, references, SUBSET_SHARE * seconds, full)
-            log.warning(
-                "time budget %.0f s: %s",
-                float(cfg.time_budget),
-                skipped
-                or f"AutoETS / AutoTheta on every series would take about {references:.0f} s; "
-                f"the leaderboard scores them on a random subset of the series in about "
-                f"{SUBSET_SHARE * seconds:.0f} s (with the MoE on the same windows), and a "
-                f"combination weighs them there; about {full:.0f} s would fit them on every "
-                "series",
-            )
-            references = 0.0 if skipped else SUBSET_SHARE * seconds
-        elif references and seconds - references < smallest:
+        references, reference_fields = plan_references(task, costs, seconds, budget)
+        on_all = not reference_fields["references_on_a_subset"]  # (else it said so)
+        if on_all and references and seconds - references < smallest:
             log.warning(
                 "time budget %.0f s: after AutoETS / AutoTheta (about %.0f s) the search has "
                 "%.0f s, less than its smallest run (%.0f s): the MoE will be cut short and "
@@ -424,10 +367,7 @@ def plan_run(
                 plan["full_final_stage_needs_seconds"] + spent + references + tail,
                 1,
             )
-        plan["references_on_a_subset"] = subset
-        plan["references_every_series_seconds"] = round(every, 1)  # (what a forecast refits)
-        if skipped:
-            plan["costly_references_skipped"] = skipped
+        plan.update(reference_fields)
         write_atomic(file, json.dumps(plan, indent=1))
     if plan.get("reduced"):
         log.warning(

@@ -61,7 +61,7 @@ def classical_first(
     (`CLASSICAL_FILE`): read back there by a resumed run, written there once fitted."""
     if not isinstance(space, TimeSeriesSpace):
         return None
-    if plan and plan.get("costly_references_skipped"):  # (`sgem.run.budget._too_few_reached`)
+    if plan and plan.get("costly_references_skipped"):  # (`sgem.run.reference_plan`)
         with clock.timed("classical_references"):
             return [_skipped_or_fitted(m, task, budget, plan) for m in reference_methods(space)]
     estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
@@ -74,13 +74,21 @@ def classical_first(
             return saved
     methods = reference_methods(space)
     subset = bool(plan and plan.get("references_on_a_subset"))
+    shares = (plan or {}).get("references_shares")  # (a plan written before: equal shares)
+    left_out = (plan or {}).get("references_left_out") or {}
     refs = []
     until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
     with clock.timed("classical_references"):
         for m in methods:
+            if m.member in left_out:  # too costly for the subset's share: its row says why
+                refs.append(_skipped(m, budget, left_out[m.member]))
+                continue
             if subset and estimate is not None:  # each costly member its share of the time,
                 # scored on the series it reaches in it (seasonal naive: free)
-                until = time.perf_counter() + estimate / max(len(methods) - 1, 1)
+                share = estimate / max(len(methods) - 1, 1)
+                if shares is not None and not ClassicalMember(m.member).cheap:
+                    share = float(shares.get(m.member, share))
+                until = time.perf_counter() + share
             refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
     if not any(_fitted_costly(r) for r in refs):
         return None  # (one of AutoETS / AutoTheta is enough: the other says it was skipped)
@@ -94,9 +102,18 @@ def _skipped_or_fitted(method, task, budget, plan: dict) -> MethodResult:
     reason: too slow on these series for the budget to score them even on a subset."""
     if ClassicalMember(method.member).cheap:
         return method.fit_evaluate(task, budget)
-    why = f"skipped: {plan['costly_references_skipped']}"
+    why = (plan.get("references_left_out") or {}).get(method.member)
+    return _skipped(method, budget, why or plan["costly_references_skipped"])
+
+
+def _skipped(method, budget, why: str) -> MethodResult:
+    """A classical reference's row where the budget plan left it out, saying why."""
     return MethodResult(
-        method.name, budget.seed, note=why, kind=method.kind, crps_samples=budget.crps_samples
+        method.name,
+        budget.seed,
+        note=f"skipped: {why}",
+        kind=method.kind,
+        crps_samples=budget.crps_samples,
     )
 
 
