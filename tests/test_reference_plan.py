@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgem.leaderboard.series_members import MIN_SUBSET_WINDOWS
-from sgem.moe.classical_pool import START_SECONDS
-from sgem.run.reference_plan import subset_shares
+from sgem.run.reference_plan import process_start, subset_shares
 
 
 def _reached(shares: dict[str, float], costs: dict[str, float]) -> dict[str, float]:
-    """The share of the series each member's seconds buy (one process start each)."""
+    """The share of the series each member's seconds buy (a process start each where its
+    refits are pooled)."""
     return {
-        m: (s - START_SECONDS) / max(costs[m] - START_SECONDS, 0.1 * costs[m])
+        m: (s - process_start(costs[m])) / max(costs[m] - process_start(costs[m]), 1e-9)
         for m, s in shares.items()
     }
 
@@ -46,6 +46,16 @@ def test_the_costliest_member_is_left_out_first_and_says_why() -> None:
 def test_no_member_is_planned_where_none_reaches_enough_windows() -> None:
     shares, left_out = subset_shares({"AutoETS": 1e5, "AutoTheta": 1e4}, 50, 12.0)
     assert shares == {} and set(left_out) == {"AutoETS", "AutoTheta"}
+
+
+def test_a_member_refitted_in_one_process_is_not_charged_a_process_start() -> None:
+    """30 s on the 756 M3 quarterly series: 4 s between them. AutoETS (pooled, 36 s) is left
+    out; AutoTheta (6 s, in one process: no start) is kept, on two thirds of the series."""
+    costs = {"AutoETS": 36.0, "AutoTheta": 6.0}
+    shares, left_out = subset_shares(costs, windows=756, seconds=4.0)
+    assert set(shares) == {"AutoTheta"} and set(left_out) == {"AutoETS"}
+    assert shares["AutoTheta"] == pytest.approx(4.0)
+    assert _reached(shares, costs)["AutoTheta"] == pytest.approx(4.0 / 6.0)
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from ..data.task import ClusteredTask
-from ..moe.classical_pool import START_SECONDS
+from ..moe.classical_pool import POOL_SECONDS, START_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +43,12 @@ def subset_shares(
     costs: dict[str, float], windows: int, seconds: float
 ) -> tuple[dict[str, float], dict[str, str]]:
     """({member: its seconds}, {member left out: why}) of members whose every-series
-    `costs` do not fit the budget, given `seconds` between them. Each kept member pays one
-    process start, then fits the same share of the series as the others (the share that
-    makes the least-scored member's windows as many as they can be), or all of them where
-    that share is the whole; the costliest is left out while that share of the `windows`
-    (held-out windows per split) falls short of `MIN_SUBSET_WINDOWS`. (No margin on top:
+    `costs` do not fit the budget, given `seconds` between them. Each kept member pays its
+    process start (`process_start`), then fits the same share of the series as the others
+    (the share that makes the least-scored member's windows as many as they can be), or all
+    of them where that share is the whole; the costliest is left out while that share of
+    the `windows` (held-out windows per split) falls short of `MIN_SUBSET_WINDOWS`. (No
+    margin on top:
     the costs are priced 1.5x what was timed and ran 2-3x the fits' real seconds on 3000
     and 6000 monthly series; with a margin of 1.5 windows as well, AutoETS was left out on
     3000 series, where it reached enough windows to be scored and weighed.)"""
@@ -57,11 +58,12 @@ def subset_shares(
     left_out: dict[str, str] = {}
     need = MIN_SUBSET_WINDOWS
     while kept:
-        fits = {m: max(costs[m] - START_SECONDS, 0.1 * costs[m]) for m in kept}
-        room = seconds - START_SECONDS * len(kept)
+        starts = {m: process_start(costs[m]) for m in kept}
+        fits = {m: max(costs[m] - starts[m], 1e-9) for m in kept}
+        room = seconds - sum(starts.values())
         share = min(room / sum(fits.values()), 1.0) if room > 0 else 0.0
         if share * windows >= need:
-            return {m: START_SECONDS + share * fits[m] for m in kept}, left_out
+            return {m: starts[m] + share * fits[m] for m in kept}, left_out
         costliest = kept.pop()
         reach = max(share * windows, 0.0)
         left_out[costliest] = (
@@ -72,6 +74,16 @@ def subset_shares(
             "is skipped and the search gets that time"
         )
     return {}, left_out
+
+
+def process_start(cost: float) -> float:
+    """The process start inside a member's every-series `cost`: `pooled_seconds` adds it
+    where the refits are spread over processes, and such a cost is at least `POOL_SECONDS`
+    on two cores (an unpooled one is less; on more cores a pooled cost just under it is
+    taken for unpooled, a few seconds optimistic). Why: at a 30-s budget on the 756 M3
+    quarterly series, AutoTheta (about 6 s, in one process) was charged a start it never
+    pays, left out with AutoETS, and the fit then had nothing but seasonal naive to lean on."""
+    return START_SECONDS if cost >= POOL_SECONDS else 0.0
 
 
 def plan_references(
@@ -121,6 +133,7 @@ __all__ = [
     "REFERENCES_SHARE",
     "SUBSET_SHARE",
     "plan_references",
+    "process_start",
     "reference_seconds",
     "subset_shares",
 ]
