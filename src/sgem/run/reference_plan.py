@@ -48,10 +48,9 @@ def subset_shares(
     (the share that makes the least-scored member's windows as many as they can be), or all
     of them where that share is the whole; the costliest is left out while that share of
     the `windows` (held-out windows per split) falls short of `MIN_SUBSET_WINDOWS`. (No
-    margin on top:
-    the costs are priced 1.5x what was timed and ran 2-3x the fits' real seconds on 3000
-    and 6000 monthly series; with a margin of 1.5 windows as well, AutoETS was left out on
-    3000 series, where it reached enough windows to be scored and weighed.)"""
+    margin on top: the costs are priced 1.5x what was timed and ran 2-3x the fits' real
+    seconds on 3000 and 6000 monthly series; with a margin of 1.5 windows as well, AutoETS
+    was left out on 3000 series, where it reached enough windows to be scored and weighed.)"""
     from ..leaderboard.series_members import MIN_SUBSET_WINDOWS
 
     kept = sorted(costs, key=lambda m: costs[m])
