@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sgem.leaderboard.series_members import MIN_SUBSET_WINDOWS
-from sgem.run.reference_plan import process_start, subset_shares
+from sgem.run.reference_plan import plan_references, process_start, subset_shares
 
 
 def _reached(shares: dict[str, float], costs: dict[str, float]) -> dict[str, float]:
@@ -56,6 +56,22 @@ def test_a_member_refitted_in_one_process_is_not_charged_a_process_start() -> No
     assert set(shares) == {"AutoTheta"} and set(left_out) == {"AutoETS"}
     assert shares["AutoTheta"] == pytest.approx(4.0)
     assert _reached(shares, costs)["AutoTheta"] == pytest.approx(4.0 / 6.0)
+
+
+def test_where_the_search_cannot_fit_the_references_get_most_of_the_seconds() -> None:
+    """30 s on the 645 M3 yearly series: 15 s left, AutoETS and AutoTheta about 8 s each,
+    the search's smallest run 34 s. A fifth (3 s) would leave both out and the fit with
+    nothing to lean on; the search cannot fit anyway, so they share four fifths."""
+
+    class Task:
+        val = test = [None] * 645
+
+    costs = {"AutoETS": 8.0, "AutoTheta": 8.0}
+    spent, fields = plan_references(Task(), costs, 15.0, 30.0, smallest_search=34.0)  # type: ignore[arg-type]
+    assert fields["references_on_a_subset"] and set(fields["references_shares"]) == set(costs)
+    assert spent == pytest.approx(0.8 * 15.0)
+    _, fields = plan_references(Task(), costs, 15.0, 30.0, smallest_search=10.0)  # type: ignore[arg-type]
+    assert set(fields["references_left_out"]) == set(costs)  # (the search fits: a fifth)
 
 
 @settings(max_examples=200, deadline=None)

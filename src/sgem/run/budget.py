@@ -329,7 +329,7 @@ def plan_run(
         seconds = float(cfg.time_budget) - spent - tail
         smallest = minimum_seconds(search_cfg, t, pricing["data_ratio"])
         # (tables and images have no classical references to make room for: references 0)
-        references, reference_fields = plan_references(task, costs, seconds, budget)
+        references, reference_fields = plan_references(task, costs, seconds, budget, smallest)
         on_all = not reference_fields["references_on_a_subset"]  # (else it said so)
         if on_all and references and seconds - references < smallest:
             log.warning(
