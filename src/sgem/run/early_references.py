@@ -80,14 +80,15 @@ def classical_first(
     until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
     with clock.timed("classical_references"):
         for m in methods:
-            if m.member in left_out:  # too costly for the subset's share: its row says why
-                refs.append(_skipped(m, budget, left_out[m.member]))
+            member = str(getattr(m, "member", m.name))  # (a `ClassicalReference`'s)
+            if member in left_out:  # too costly for the subset's share: its row says why
+                refs.append(_skipped(m, budget, left_out[member]))
                 continue
             if subset and estimate is not None:  # each costly member its share of the time,
                 # scored on the series it reaches in it (seasonal naive: free)
                 share = estimate / max(len(methods) - 1, 1)
-                if shares is not None and not ClassicalMember(m.member).cheap:
-                    share = float(shares.get(m.member, share))
+                if shares is not None and not ClassicalMember(member).cheap:
+                    share = float(shares.get(member, share))
                 until = time.perf_counter() + share
             refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
     if not any(_fitted_costly(r) for r in refs):
