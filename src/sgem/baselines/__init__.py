@@ -94,8 +94,8 @@ def _discover() -> None:
     if _discovered:
         return
     _discovered = True
-    for name in _BUILT_IN:
-        cls = __getattr__(name)
+    built_in = [__getattr__(name) for name in _BUILT_IN]
+    for cls in built_in:
         register_baseline(cls.name, cls)
     modules = [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)]
     for module in modules:
@@ -103,12 +103,12 @@ def _discover() -> None:
     # one order whatever was imported first: the built-ins, then by module (a module
     # imported before discovery, as the AutoETS / AutoTheta refits import theirs, registered
     # its methods then)
-    built_in = [__getattr__(name).name for name in _BUILT_IN]
+    order = [cls.name for cls in built_in]
 
     def place(item: tuple[str, Callable[[], Baseline]]) -> tuple[int, int]:
         name, factory = item
-        if name in built_in:
-            return (0, built_in.index(name))
+        if name in order:
+            return (0, order.index(name))
         where = getattr(factory, "__module__", "")
         return (1, modules.index(where) if where in modules else len(modules))
 

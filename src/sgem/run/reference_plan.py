@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from ..data.task import ClusteredTask
-from ..moe.classical_pool import POOL_SECONDS, START_SECONDS
+from ..moe.classical_pool import process_start
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +73,6 @@ def subset_shares(
             "is skipped and the search gets that time"
         )
     return {}, left_out
-
-
-def process_start(cost: float) -> float:
-    """The process start inside a member's every-series `cost`: `pooled_seconds` adds it
-    where the refits are spread over processes, and such a cost is at least `POOL_SECONDS`
-    on two cores (an unpooled one is less; on more cores a pooled cost just under it is
-    taken for unpooled, a few seconds optimistic). Why: at a 30-s budget on the 756 M3
-    quarterly series, AutoTheta (about 6 s, in one process) was charged a start it never
-    pays, left out with AutoETS, and the fit then had nothing but seasonal naive to lean on."""
-    return START_SECONDS if cost >= POOL_SECONDS else 0.0
 
 
 def plan_references(
