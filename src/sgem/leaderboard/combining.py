@@ -27,7 +27,7 @@ from .board import (
     scored,
 )
 from .forecast_cost import forecast_report, within_allowance
-from .members import OUT_OF_FOLD
+from .members import OUT_OF_FOLD, REFIT_ROWS
 from .series_members import MIN_SUBSET_WINDOWS, SUBSET
 
 #: a table's combination is saved where its cross-fitted validation gain over the MoE alone
@@ -216,7 +216,7 @@ def combine(
         f"{_subset_note(members, len(y_val))}{_width_note(forecasting, both_parts, spread)}"
         f"{prior_note}; "
         f"paired gain there in {_gain_measure(forecasting, point)} "
-        f"{gain.mean():.4f} (se {se:.4f})",
+        f"{gain.mean():.4f} (se {se:.4f}){_refit_note(members)}",
     }
     return (combination, state, arrays, holdout), row
 
@@ -279,6 +279,17 @@ def _subset_note(members: list[MethodResult], windows: int) -> str:
     if not cut:
         return ""
     return f", on the {windows} windows of the series {' and '.join(cut)} reached"
+
+
+def _refit_note(members: list[MethodResult]) -> str:
+    refit = [m for m in members if m.extra.get(REFIT_ROWS)]
+    if not refit:
+        return ""
+    names = " and ".join(m.method for m in refit)
+    return (
+        f"; {names} saved refitted on all {refit[0].extra[REFIT_ROWS]} rows (the scores "
+        f"here are of their fits without the holdout)"
+    )
 
 
 def _width_note(forecasting: bool, pooled: bool, spread: float) -> str:

@@ -295,7 +295,10 @@ class SgemModel:
         `crps_samples` (default: the run's) drive the sample CRPS. A forecaster saved as a
         combination refits its classical members on each series given (raw input), or on
         each window's context (a `Split`, which holds no whole histories: then its scores
-        differ from the run's, whose members saw each series up to the window's end).
+        differ from the run's, whose members saw each series up to the window's end). A
+        table's scikit-learn members are saved refitted on every row, the holdout's too:
+        on the run's holdout their scores are then above the run's, which were of the
+        members fitted without it.
         """
         info = self.spec.info
         seed = int(info.get("seed", 0)) if seed is None else int(seed)

@@ -206,9 +206,11 @@ def model_metrics(result: dict) -> dict:
 
 
 def shipped_metrics(result: dict, shipped, task: ClusteredTask, combination=None) -> dict:
-    """The metrics the saved model carries (and `SgemModel.evaluate` reproduces): the
-    searched MoE's (result.json's) unless the leaderboard saved another routing, and a
-    saved combination's own holdout scores (`combination[3]`) over those."""
+    """The metrics the saved model carries (and `SgemModel.evaluate` reproduces, but for
+    a table's scikit-learn members saved refitted on the holdout too): the searched MoE's
+    (result.json's) unless the leaderboard saved another routing, and a saved
+    combination's own holdout scores (`combination[3]`, of its members without the
+    holdout) over those."""
     metrics = _routing_metrics(model_metrics(result), result, shipped, task)
     if combination is None:
         return metrics
