@@ -242,13 +242,15 @@ def test_a_table_whose_budget_ended_before_the_moes_validation_fits_is_still_com
 
 
 def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -> None:
-    """Member A is better on the 800 out-of-fold rows, B on the 40 holdout rows by chance:
+    """Member A is better on the 800 out-of-fold rows, B on the 60 holdout rows by chance:
     greedy selection on the holdout alone would give B most of the weight, the two-step
-    rule gives A its shares from every row, and the MoE (useless here) no weight."""
+    rule gives A its shares from every row, and the MoE (useless here) no weight; an MoE
+    right on 59 of the 60 holdout rows earns weight, but not from a holdout of fewer than
+    `MIN_HOLDOUT_ROWS` rows."""
     from types import SimpleNamespace
 
     from sgem.data.task import Split
-    from sgem.leaderboard.combining import _members_then_moe
+    from sgem.leaderboard.combining import MIN_HOLDOUT_ROWS, _members_then_moe
     from sgem.leaderboard.members import OUT_OF_FOLD
     from sgem.methods.result import MethodResult
 
@@ -257,7 +259,7 @@ def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -
     def split(n: int) -> Split:
         return Split(np.zeros((n, 1)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
 
-    task = SimpleNamespace(train=split(600), val=split(200), test=split(40), loss="cross_entropy")
+    task = SimpleNamespace(train=split(600), val=split(200), test=split(60), loss="cross_entropy")
     rows = np.r_[task.train.y, task.val.y]
 
     def member(y: np.ndarray, right: float) -> np.ndarray:
@@ -265,19 +267,24 @@ def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -
 
     a = MethodResult("A", 0, extra={OUT_OF_FOLD: member(rows, 0.8)})
     b = MethodResult("B", 0, extra={OUT_OF_FOLD: member(rows, 0.6)})
-    holdout = [_logits(np.full(40, 0.5)), member(task.test.y, 0.6), member(task.test.y, 0.8)]
+    holdout = [_logits(np.full(60, 0.5)), member(task.test.y, 0.6), member(task.test.y, 0.8)]
     only_holdout = greedy_ensemble(holdout[1:], task.test.y, "cross_entropy")
     assert only_holdout[1] > only_holdout[0]  # the holdout alone prefers B
     w = _members_then_moe(task, holdout, [a, b])
     assert w.sum() == pytest.approx(1.0) and w[0] == 0.0 and w[1] > w[2]
-    # an MoE right on 39 of the 40 holdout rows earns weight beside them
-    right = np.where(np.arange(40) == 0, 0.3, 0.97)
+    right = np.where(np.arange(60) == 0, 0.3, 0.97)
     clear = _logits(np.where(task.test.y == 1, right, 1 - right))
     assert _members_then_moe(task, [clear, *holdout[1:]], [a, b])[0] > 0.5
+    few = MIN_HOLDOUT_ROWS - 1
+    cut = Split(task.test.x[:few], task.test.y[:few], task.test.cluster[:few])
+    small = SimpleNamespace(**{**vars(task), "test": cut})
+    outs = [o[:few] for o in (clear, *holdout[1:])]
+    w = _members_then_moe(small, outs, [a, b])
+    assert w[0] == 0.0 and w.sum() == pytest.approx(1.0)
 
 
 def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> None:
-    """A network right on 39 of 40 holdout rows by chance but no better than a coin on the
+    """A network right on 59 of 60 holdout rows by chance but no better than a coin on the
     800 others: on the holdout it takes most of the weight; given its out-of-fold outputs,
     member A (right 80 % of the time everywhere) does."""
     from types import SimpleNamespace
@@ -292,21 +299,21 @@ def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> N
     def split(n: int) -> Split:
         return Split(np.zeros((n, 1)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
 
-    task = SimpleNamespace(train=split(600), val=split(200), test=split(40), loss="cross_entropy")
+    task = SimpleNamespace(train=split(600), val=split(200), test=split(60), loss="cross_entropy")
     rows = np.r_[task.train.y, task.val.y]
 
     def member(y: np.ndarray, right) -> np.ndarray:
         return _logits(np.where(y == 1, right, 1 - right))
 
     a = MethodResult("A", 0, extra={OUT_OF_FOLD: member(rows, 0.8)})
-    lucky = member(task.test.y, np.where(np.arange(40) == 0, 0.3, 0.97))
+    lucky = member(task.test.y, np.where(np.arange(60) == 0, 0.3, 0.97))
     holdout = [lucky, member(task.test.y, 0.8)]
     w_holdout, _, judged = _table_weights(task, holdout, [a], None)
     assert w_holdout[0] > 0.5 and judged is None
     coin = member(rows, np.where(rng.random(800) < 0.5, 0.9, 0.1))
     w, fit_on, judged = _table_weights(task, holdout, [a], coin)
     assert w[1] > 0.8 and fit_on.startswith("every row")
-    assert judged is not None and len(judged[1]) == 840
+    assert judged is not None and len(judged[1]) == 860
 
 
 def test_no_combination_saves_the_moe_and_says_so(tmp_path) -> None:

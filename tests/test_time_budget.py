@@ -285,8 +285,10 @@ def test_a_forecaster_whose_references_eat_the_budget_still_ends_with_a_forecast
 
     budget = 25.0
     monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 0.05)
+    # timed as fitting the budget on every series (so they run first, on all of them),
+    # they then run until the fence
     monkeypatch.setattr(
-        series_members, "classical_seconds", lambda task, **k: dict.fromkeys(COSTLY, 0.35 * budget)
+        series_members, "classical_seconds", lambda task, **k: dict.fromkeys(COSTLY, 0.25 * budget)
     )
     real = series_members._classical
 
@@ -312,6 +314,8 @@ def test_a_forecaster_whose_references_eat_the_budget_still_ends_with_a_forecast
         executor="inline",
     )
     assert time.perf_counter() - start <= budget + 5.0
+    plan = json.loads((tmp_path / "run" / "budget_plan.json").read_text())
+    assert plan["references_on_a_subset"] is False, plan  # (the scenario: every series)
     series = [g["y"].to_numpy() for _, g in frame.groupby("unique_id", sort=False)]
     fc = model.forecast(series, quantiles=(0.1, 0.5, 0.9))
     assert fc.loc.shape == (40, 4) and np.isfinite(fc.loc).all()
