@@ -388,6 +388,8 @@ def _members_then_moe(
     of the mean instead of the NLL (`combination_scores`)."""
     y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
     shares = greedy_ensemble(_rows_of(ready, holdout_outs), y_rows, task.loss, point=point)
+    if len(task.test.y) < MIN_HOLDOUT_ROWS:  # too few rows to weigh the MoE on
+        return np.r_[0.0, shares]
     score = combination_scores(holdout_outs, task.test.y, task.loss, point)
     grid = np.arange(ROUNDS + 1) / ROUNDS
 
@@ -400,8 +402,6 @@ def _members_then_moe(
     def gain_on(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return mixed(moe_weight(fit), rows) - mixed(0.0, rows)
 
-    if len(task.test.y) < MIN_HOLDOUT_ROWS:  # too few rows to weigh the MoE on
-        return np.r_[0.0, shares]
     gain = _cross_fitted(len(task.test.y), gain_on)
     every = np.arange(len(task.test.y))
     w0 = moe_weight(every) if gain.mean() > COMBINE_MARGIN_SE * _standard_error(gain) else 0.0
