@@ -302,9 +302,9 @@ class _ScikitLearn:
         except ValueError as exc:  # e.g. a class absent from the training split
             return MethodResult(name, budget.seed, note=f"failed: {exc}", **fields)
         extra: dict[str, Any] = {} if oof is None else {OUT_OF_FOLD: oof}
-        if oof is not None and not fence_passed():
-            fitted = _refit_on_every_row(task, make, joined, fitted)
-            extra[REFIT_ROWS] = len(joined.y) + len(task.test.y)
+        refit = _refit_on_every_row(task, make, joined) if oof is not None else None
+        if refit is not None:
+            fitted, extra[REFIT_ROWS] = refit
         return MethodResult(
             name,
             budget.seed,
@@ -343,24 +343,31 @@ class GradientBoosting(_ScikitLearn):
         return self.name, lambda: HistGradientBoostingRegressor(random_state=seed)
 
 
-def _refit_on_every_row(task: ClusteredTask, make, joined: Split, fitted):
-    """The member a user's table saves: refitted on every row the fit was given (train +
-    validation + holdout) once its holdout outputs are scored, as AutoGluon's refit_full
-    does; where that fit fails, the train + validation fit. Why: the holdout is a fifth of
-    a user's rows (statecrime's saved members saw 32 of its 40); fitted on 100 % rather
-    than 80 % of the training rows, the members were better on average for 17 of 24
-    (8 splits of 12 bundled tables, `benchmarks/refit_members.py`). Only where every row
-    has out-of-fold outputs (`folded_table`: at most `MAX_OUT_OF_FOLD_ROWS` rows, so one
-    more fit is cheap): the weights are then fit on outputs of models that did not see
-    the row they are weighed on."""
+def _refit_on_every_row(task: ClusteredTask, make, joined: Split) -> tuple[Any, int] | None:
+    """(the member a user's table saves, its rows): refitted on every row the fit was given
+    (train + validation + holdout) once its holdout outputs are scored, as AutoGluon's
+    refit_full does; None where the fence has passed or that fit fails (the train +
+    validation fit is saved). Why: the holdout is a fifth of a user's rows (statecrime's
+    saved members saw 32 of its 40); fitted on 100 % rather than 80 % of the training
+    rows, the members were better on average for 17 of 24 (8 splits of 12 bundled tables,
+    `benchmarks/refit_members.py`). Only where every row has out-of-fold outputs
+    (`folded_table`: at most `MAX_OUT_OF_FOLD_ROWS` rows, so one more fit is cheap): the
+    weights are then fit on outputs of models that did not see the row they weigh."""
+    if fence_passed():
+        return None
     every = _joined(joined, task.test)
-    x, y = _x(every), _targets(every)
+    y = _targets(every)
     model = make()
     try:
-        model.fit(x, y if task.loss == "cross_entropy" else y.reshape(len(y), -1)[:, 0])
+        model.fit(_x(every), y if task.loss == "cross_entropy" else _first_step(y))
     except ValueError:
-        return fitted
-    return model
+        return None
+    return model, len(y)
+
+
+def _first_step(y: np.ndarray) -> np.ndarray:
+    """A regression's target as a scikit-learn model fits it: the first step of each row's."""
+    return y.reshape(len(y), -1)[:, 0]
 
 
 def _joined(a: Split, b: Split) -> Split:
@@ -411,7 +418,7 @@ def _sklearn_outputs(
                 oof = None
         out = [_log_proba(task, model.classes_, model.predict_proba(_x(s))) for s in predict_on]
         return out, model, 1.0, oof
-    target = y.reshape(len(y), -1)[:, 0]
+    target = _first_step(y)
     # the spread a user would quote: the cross-validated residuals' RMS (in-sample
     # residuals of a boosted model are far too small)
     folded = cross_val_predict(make(), x, target, cv=folds)
