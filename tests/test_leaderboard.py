@@ -466,3 +466,46 @@ def test_a_scikit_learn_member_is_fitted_on_a_seeded_sample_of_a_large_table(los
     rows.clear()
     _sklearn_outputs(task, Recorded, fit_on, [asked], (0, None))
     assert max(rows) == 30_000
+
+
+def test_a_sampled_scikit_learn_member_is_fitted_once_on_twice_the_rows() -> None:
+    """Where a budget's cap samples a member's rows, one fit on a sample of the training split
+    (twice the rows of each of the two fits it replaces) predicts validation and holdout, and
+    is the member saved: on 540 000 rows the sample's size, not a refit on the validation
+    rows, decided gradient boosting's accuracy."""
+    from types import SimpleNamespace
+
+    from sklearn.linear_model import LogisticRegression
+
+    from sgem.data.task import Split
+    from sgem.leaderboard.members import LinearModel
+    from sgem.methods.budget import MethodBudget
+
+    rng = np.random.default_rng(0)
+
+    def split(n: int) -> Split:
+        x = rng.normal(size=(n, 4))
+        return Split(x, (x[:, 0] > 0).astype(int), np.zeros(n, dtype=int))
+
+    task = SimpleNamespace(
+        name="table", train=split(30_000), val=split(6_000), test=split(4_000),
+        loss="cross_entropy", n_classes=2, meta={},
+    )  # fmt: skip
+    rows: list[int] = []
+
+    class Recorded(LogisticRegression):
+        def fit(self, x, y):
+            rows.append(len(y))
+            return super().fit(x, y)
+
+    class Linear(LinearModel):
+        def _maker(self, task, seed):
+            return "logistic regression", Recorded
+
+    result = Linear().fit_evaluate(task, MethodBudget(reference_values=4 * 12_000))
+    assert rows == [24_000], "one fit, on twice the 12 000 rows the cap gives a fit"
+    assert result.val_output.shape == (6_000, 2) and result.test_output.shape == (4_000, 2)
+    assert result.fitted.estimator.coef_.shape == (1, 4)
+    rows.clear()
+    Linear().fit_evaluate(task, MethodBudget(reference_values=None))
+    assert rows[:2] == [30_000, 36_000], "unsampled: a fit on train, then on train + validation"

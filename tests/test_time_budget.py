@@ -131,9 +131,13 @@ def test_a_fit_keeps_its_budget_even_when_the_plan_is_wrong(table, tmp_path, mon
 def test_a_budget_too_small_is_refused_naming_the_minimum(
     table, tmp_path, monkeypatch, caplog
 ) -> None:
+    """With nothing fitted to fall back on (here a table whose scikit-learn members failed),
+    a budget without room for the smallest search is refused, naming the minimum."""
     import sgem.run.budget
+    import sgem.run.pipeline
 
     monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 5.0)
+    monkeypatch.setattr(sgem.run.pipeline, "table_references", lambda *a, **k: None)
     with pytest.raises(SgemUserError, match=r"too small .* give --time-budget \d+s or more"):
         sgem.fit(
             table,
@@ -144,6 +148,34 @@ def test_a_budget_too_small_is_refused_naming_the_minimum(
             executor="inline",
         )
     assert "AutoETS" not in caplog.text  # a table has no classical references to warn of
+
+
+def test_a_table_whose_search_has_no_room_still_ends_with_its_references(
+    table, tmp_path, monkeypatch, caplog
+) -> None:
+    """The scikit-learn references are fitted first; where reading, them and the pilot leave
+    less than the smallest search (a 600 000-row CSV in 2 minutes was refused after 113 s,
+    gradient boosting already fitted), the search is cut short instead, within the budget,
+    and the saved model predicts, leaning on the references, the warning says so."""
+    import sgem.run.budget
+
+    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 5.0)
+    budget = 20.0
+    start = time.perf_counter()
+    with caplog.at_level("WARNING"):
+        model = sgem.fit(
+            table,
+            target="label",
+            out=tmp_path / "run",
+            progress=False,
+            time_budget=budget,
+            executor="inline",
+        )
+    assert time.perf_counter() - start <= budget + 5.0
+    assert "less than its smallest run" in caplog.text and "leans on the references" in caplog.text
+    names = set(model.leaderboard()["model"])
+    assert {"logistic regression", "gradient boosting"} <= names, names
+    assert model.predict(pd.DataFrame({"a": [1.0], "b": [2.0]})).shape == (1,)
 
 
 def test_a_fit_done_early_says_why(table, tmp_path) -> None:

@@ -43,6 +43,7 @@ from .table_missing import (
     refusal,
     without_placeholders,
 )
+from .table_reuse import parse_once
 
 TaskKind = Literal["classification", "regression"]
 
@@ -357,6 +358,7 @@ def read_table(
     kind: TaskKind | None = None,
     missing: str = "impute",
     learn_rows: Callable[[int], np.ndarray] | None = None,
+    keep_parsed: bool = False,
 ) -> TabularData:
     """Read a CSV/TSV (optionally gzipped), Parquet or NPZ file into a `TabularData`.
 
@@ -376,6 +378,7 @@ def read_table(
             drops rows without a target, with a warning; "error" refuses both.
         learn_rows: given the number of rows kept, the rows whose values the imputation
             learns from (default all); `table_task` passes the non-test rows.
+        keep_parsed: keep the parsed file for the next read of it (`sgem.data.table_reuse`).
 
     Raises `SgemUserError` for a missing file or column, an empty file, a target with a
     single class (or missing values, under missing="error"), infinite feature values (or
@@ -390,7 +393,7 @@ def read_table(
     else:
         if target is None:
             raise SgemUserError(f"{path}: name the target column (target=...)")
-        frame = read_frame(path)
+        frame = parse_once(path, read_frame, keep_parsed)
         source_format = _suffix(path).lstrip(".")
     _check_missing_columns(frame, [target], "target column")
     if features is None:

@@ -299,9 +299,13 @@ def plan_run(
     search_cfg: SearchConfig,
     device: str,
     start: float,
+    members_fitted: bool = False,
 ) -> tuple[SearchConfig, dict]:
     """The search config planned to the run's time budget. The plan is written once and
-    reused on resume, so a resumed run searches exactly what the original planned."""
+    reused on resume, so a resumed run searches exactly what the original planned.
+    `members_fitted`: a user's table's scikit-learn references are fitted, so a budget with
+    no room left for the smallest search still ends with a model (the search is cut at the
+    fence and the combination leans on them) instead of refusing the fit."""
 
     from ..train.trainer import Trainer  # torch: only when a budget is planned
 
@@ -344,6 +348,15 @@ def plan_run(
                 float(cfg.time_budget) + smallest - (seconds - references),
             )
         seconds = max(seconds - references, smallest) if references else seconds
+        if seconds < smallest and members_fitted:
+            log.warning(
+                "time budget %.0f s: after reading the data and fitting the scikit-learn "
+                "references (%.0f s) the search has %.0f s, less than its smallest run "
+                "(%.0f s): it is cut short and the saved model leans on the references; about "
+                "%.0f s gives the search room",
+                budget, spent, max(seconds, 0.0), smallest, budget + smallest - seconds,
+            )  # fmt: skip
+            seconds = smallest
         if seconds < smallest:
             needed = smallest + spent + tail
             raise SgemUserError(

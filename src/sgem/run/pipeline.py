@@ -283,7 +283,8 @@ def _stages(
     table_refs = table_references(task, space, seed, cfg.crps_samples, clock)
     if cfg.time_budget:
         with clock.timed("planning"):
-            search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start)
+            fitted = table_refs is not None
+            search_cfg, plan = plan_run(cfg, rundir, task, space, search_cfg, device, start, fitted)
     # a time budget may have planned a cheaper final stage (budget.plan_final)
     budget = SgemMethod.budget_of(
         search_cfg,
