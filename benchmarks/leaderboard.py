@@ -13,7 +13,8 @@ Two parts, each a fresh `sgem` process per run, side by side in one invocation:
   beside logistic / ridge regression and gradient boosting fitted on the same training rows
   (the aim: accuracy within 1 point of the best, RMSE at most 1.02x); `--tables` also takes
   statsmodels' bundled tables, which no choice in sgem was made on (`--seeds` none: no toy),
-  and a large one of 200 000 seeded rows (`classification_200k`). A fit that fails (no
+  and large ones of 200 000 and 600 000 seeded rows (`LARGE_TABLES`); `--budget` takes
+  several budgets, each a fit of every table. A fit that fails (no
   model saved) is a row that says why.
 
     python benchmarks/leaderboard.py --seeds 0 1 2 3 4 --budget 120 --table-seeds 0 1 2
@@ -21,6 +22,8 @@ Two parts, each a fresh `sgem` process per run, side by side in one invocation:
         --table-seeds 0 --out benchmarks/results/leaderboard_statsmodels.json
     python benchmarks/leaderboard.py --seeds --tables classification_200k --table-seeds 0 \
         --out benchmarks/results/leaderboard_large.json
+    python benchmarks/leaderboard.py --seeds --tables classification_600k --table-seeds 0 \
+        --budget 120 180 --out benchmarks/results/leaderboard_large_600k.json
     python benchmarks/leaderboard.py --seeds --tables engel statecrime --table-seeds 0 1 2 \
         --budget 120 --out benchmarks/results/leaderboard_small.json
 
@@ -92,7 +95,7 @@ def table(name: str, paths: tuple[Path, Path], budget: float, runs: Path, seed: 
 
     import sgem
 
-    out = runs / f"table-{name}-{seed}"
+    out = runs / f"table-{name}-{seed}-{budget:g}s"
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     command = ["sgem", "fit", str(paths[0]), "--target", "target", "--time-budget", f"{budget:g}s"]
@@ -138,7 +141,9 @@ def table(name: str, paths: tuple[Path, Path], budget: float, runs: Path, seed: 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4], help="toy seeds")
-    p.add_argument("--budget", type=float, default=120.0, help="seconds per table fit")
+    p.add_argument(
+        "--budget", type=float, nargs="+", default=[120.0], help="seconds per table fit (each)"
+    )
     p.add_argument("--table-seeds", type=int, nargs="+", default=[0, 1, 2])
     every = TABLES + STATSMODELS_TABLES + LARGE_TABLES
     p.add_argument("--tables", nargs="+", default=list(TABLES), choices=every)
@@ -159,14 +164,15 @@ def main() -> None:
     table_rows = []
     for seed in args.table_seeds:
         for name, paths in tables(runs, seed, tuple(args.tables)).items():
-            r = table(name, paths, args.budget, runs, seed)
-            table_rows.append(r)
-            saved = r.get("fit_failed") or f"{r['saved']:.4f}  ({r['saved_model']})"
-            print(
-                f"{name} seed {seed}: {r['metric']} saved {saved}  best scikit-learn "
-                f"{r['best_scikit_learn']:.4f}  ({r['wall_seconds']:.0f} s)",
-                flush=True,
-            )
+            for budget in args.budget:
+                r = table(name, paths, budget, runs, seed)
+                table_rows.append(r)
+                saved = r.get("fit_failed") or f"{r['saved']:.4f}  ({r['saved_model']})"
+                print(
+                    f"{name} seed {seed}, {budget:g} s: {r['metric']} saved {saved}  best "
+                    f"scikit-learn {r['best_scikit_learn']:.4f}  ({r['wall_seconds']:.0f} s)",
+                    flush=True,
+                )
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()

@@ -67,7 +67,7 @@ MAX_NETWORK_OUT_OF_FOLD_ROWS = 5_000
 #: cross-validated on 5 folds first), and of at least `MIN_SAMPLED_ROWS` rows. Why: on
 #: 540 000 rows of 54 columns and 7 classes its two fits ran past the whole of a 3-minute
 #: budget; 20 M values (the most at 2 minutes) take about 15 s a fit on a 2-core CPU, so
-#: the two take about a quarter of the budget
+#: its two fits (or, sampled, one on twice the values) take about a quarter of the budget
 SCIKIT_LEARN_VALUES_PER_SECOND = 20_000_000 / 120
 MIN_SAMPLED_ROWS = 10_000
 
@@ -299,7 +299,7 @@ class _ScikitLearn:
             if values is not None and len(joined) > _most_rows(task, joined, values):
                 # sampled: one fit on a sample of the training split, twice the rows of each
                 # of two fits, predicts validation and holdout (on 540 000 rows, gradient
-                # boosting on 79 000 rows scored 0.835, on 159 000 about 0.847; refitting
+                # boosting on 79 000 rows scored 0.835, on 159 000 0.845 (3-minute fits); refitting
                 # on the validation rows as well would add a fifth of the rows at twice the time)
                 (val, test), fitted, scale, oof = _sklearn_outputs(
                     task, make, task.train, [task.val, task.test], (budget.seed, 2 * values)
