@@ -150,16 +150,24 @@ def test_a_budget_too_small_is_refused_naming_the_minimum(
     assert "AutoETS" not in caplog.text  # a table has no classical references to warn of
 
 
+@pytest.mark.parametrize("pilot", ["slow", "cut"])
 def test_a_table_whose_search_has_no_room_still_ends_with_its_references(
-    table, tmp_path, monkeypatch, caplog
+    table, tmp_path, monkeypatch, caplog, pilot
 ) -> None:
     """The scikit-learn references are fitted first; where reading, them and the pilot leave
     less than the smallest search (a 600 000-row CSV in 2 minutes was refused after 113 s,
     gradient boosting already fitted), the search is cut short instead, within the budget,
-    and the saved model predicts, leaning on the references, the warning says so."""
+    and the saved model predicts, leaning on the references, the warning says so; also
+    where timing one candidate ran past its share of the budget (`cut`)."""
     import sgem.run.budget
+    from sgem.run.pilot import PilotCut
 
-    monkeypatch.setattr(sgem.run.budget, "pilot_seconds", lambda *a, **k: 5.0)
+    def cut(*a, **k):
+        raise PilotCut(3.0)
+
+    monkeypatch.setattr(
+        sgem.run.budget, "pilot_seconds", cut if pilot == "cut" else lambda *a, **k: 5.0
+    )
     budget = 20.0
     start = time.perf_counter()
     with caplog.at_level("WARNING"):

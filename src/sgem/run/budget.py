@@ -320,13 +320,17 @@ def plan_run(
         try:
             t = pilot_seconds(task, trainer, space, cfg.seed, limit=PILOT_SHARE * budget)
         except PilotCut as cut:
-            smallest = minimum_seconds(search_cfg, cut.seconds, 1.0)
-            raise SgemUserError(
-                f"a time budget of {budget:.0f} s is too small for this data: it ended while "
-                f"timing one candidate training ({cut}), and the smallest search needs at "
-                f"least {smallest:.0f} s of such trainings; give a larger --time-budget, or "
-                "less to train on (a shorter --context, fewer series or rows)"
-            ) from None
+            if members_fitted:  # (at least this long: below, no room for the search)
+                t = cut.seconds
+            else:
+                smallest = minimum_seconds(search_cfg, cut.seconds, 1.0)
+                raise SgemUserError(
+                    f"a time budget of {budget:.0f} s is too small for this data: it ended "
+                    f"while timing one candidate training ({cut}), and the smallest search "
+                    f"needs at least {smallest:.0f} s of such trainings; give a larger "
+                    "--time-budget, or less to train on (a shorter --context, fewer series or "
+                    "rows)"
+                ) from None
         pricing = final_pricing(cfg, task, space, search_cfg)
         costs = reference_seconds(task, space, limit=PILOT_SHARE * budget, enough=budget)
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
@@ -350,10 +354,10 @@ def plan_run(
         seconds = max(seconds - references, smallest) if references else seconds
         if seconds < smallest and members_fitted:
             log.warning(
-                "time budget %.0f s: after reading the data and fitting the scikit-learn "
-                "references (%.0f s) the search has %.0f s, less than its smallest run "
-                "(%.0f s): it is cut short and the saved model leans on the references; about "
-                "%.0f s gives the search room",
+                "time budget %.0f s: after reading the data, fitting the scikit-learn "
+                "references and timing a candidate (%.0f s) the search has %.0f s, less than "
+                "its smallest run (%.0f s): it is cut short and the saved model leans on the "
+                "references; about %.0f s gives the search room",
                 budget, spent, max(seconds, 0.0), smallest, budget + smallest - seconds,
             )  # fmt: skip
             seconds = smallest
