@@ -136,7 +136,6 @@ def test_an_encoding_saved_before_imputation_existed_refuses_missing_values(tmp_
             r"infinite feature "
             r"values in columns 'a' \(1 rows\).*replace them.*or with NaN to have them imputed",
         ),
-        (lambda f: f.assign(a=np.nan), {}, r"column 'a' holds no values.*--features"),
         (lambda f: f.assign(label=None), {}, r"target column 'label' has no values.*--target"),
         (
             lambda f: f,
@@ -154,6 +153,25 @@ def test_error_texts(tmp_path, change, kwargs, message) -> None:
         warnings.simplefilter("ignore", TableWarning)
         with pytest.raises(SgemUserError, match=message):
             read_table(path, target="label", **kwargs)
+
+
+def test_a_column_without_values_is_left_out_and_one_without_training_values_refused(
+    tmp_path,
+) -> None:
+    """A column missing on every row carries nothing: it is left out with a note (a fit of a
+    table with one empty column was refused), and a new table's values there are ignored;
+    one whose only values are outside the rows imputation learns from is still refused."""
+    path = tmp_path / "t.csv"
+    frame = _holey(60).assign(a=np.nan)
+    frame.to_csv(path, index=False)
+    with pytest.warns(TableWarning, match=r"left out of the features: 'a' holds no values"):
+        data = read_table(path, target="label")
+    assert not any(n.startswith("a") for n in data.feature_names)
+    new = frame.drop(columns="label").head(2).assign(a=[1.0, 2.0])
+    assert encode_table(new, data.encoding).shape == (2, len(data.feature_names))
+    frame.assign(a=np.where(frame.index == 0, 5.0, np.nan)).to_csv(path, index=False)
+    with pytest.raises(SgemUserError, match=r"column 'a' holds no values.*--features"):
+        read_table(path, target="label", learn_rows=lambda n: np.arange(1, n))
 
 
 def test_every_task_kind_carries_the_missing_key(tmp_path) -> None:

@@ -84,6 +84,8 @@ def column_specs(
 def _column_spec(column: pd.Series, name: str) -> dict[str, Any] | str:
     """The spec of a feature column, or why it cannot be one."""
     dtype = str(column.dtype)
+    if column.isna().all():  # (nothing to learn from, nor to impute it with)
+        return f"{name!r} holds no values (every row missing)"
     if _is_numeric(column):
         if _numbers_rows(column, name):
             return f"{name!r} holds {len(column)} distinct whole numbers (a row identifier)"
