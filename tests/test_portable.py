@@ -239,3 +239,25 @@ def test_unsupported_models_refused():
         portable.predict_proba(x)
     with pytest.raises(ValueError, match="shape"):
         portable.predict(x[:, :3])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_compiled_and_numpy_tree_walks_agree_and_numpy_answers_without_it(n_classes, monkeypatch):
+    """scikit-learn's compiled traversal (`sgem.moe.portable_compiled`) and the numpy walk
+    give the same leaf values bit for bit, missing values included; where the compiled one
+    is not there (a scikit-learn without it), numpy answers alone."""
+    import sgem.moe.portable_compiled as compiled
+
+    x, y, y_reg = _data(7, n=400, n_classes=n_classes, nan=0.15)
+    for model in (
+        _hgb(HistGradientBoostingClassifier).fit(x, y),
+        _hgb(HistGradientBoostingRegressor).fit(x, y_reg),
+    ):
+        portable = PortableModel.from_state(*export(model))
+        walked = compiled.compiled_leaf_values(compiled.compiled_trees(portable.arrays), x)
+        assert walked is not None and np.array_equal(walked, portable._numpy_leaf_values(x))
+        before = portable.decision(x)
+        monkeypatch.setattr(compiled, "_routine", lambda: None)
+        alone = PortableModel.from_state(*export(model))
+        assert np.array_equal(alone.decision(x), before) and alone._trees == []
+        monkeypatch.undo()

@@ -67,12 +67,13 @@ def predict_table(
     frame = pd.DataFrame({"row": ids if ids is not None else np.arange(n)})
     with warnings.catch_warnings():  # ... and not again for each output read from `x`
         warnings.simplefilter("ignore", TableWarning)
-        frame["prediction"] = model.predict(x)
-        if model.is_classifier:
+        if model.is_classifier:  # (the label is the likeliest class: one pass, not two)
             proba = model.predict_proba(x)
+            frame["prediction"] = np.asarray(model.classes)[proba.argmax(1)]
             for j, name in enumerate(model.classes):
                 frame[f"p_{name}"] = proba[:, j]
         else:
+            frame["prediction"] = model.predict(x)
             for q, values in model.predict_quantiles(x, quantiles).items():
                 frame[f"q{q:g}"] = values
     frame["expert"] = routing.expert
