@@ -1,4 +1,5 @@
-"""Fitted scikit-learn models as plain data, predicted with numpy alone.
+"""Fitted scikit-learn models as plain data, predicted with numpy (gradient boosting's trees:
+scikit-learn's compiled walk over the checked arrays where it is there, `portable_compiled`).
 
 A saved sgem model must be safe to load: weights as safetensors, metadata as JSON, and never
 pickle or any other code execution at load time. Pickling a scikit-learn estimator would break
@@ -115,7 +116,7 @@ def _int(state: dict, key: str, low: int = 1) -> int:
 
 
 class PortableModel:
-    """Predictions of an exported model from its state and arrays (numpy only)."""
+    """Predictions of an exported model from its state and arrays."""
 
     def __init__(self, state: dict, arrays: dict[str, np.ndarray]):
         self.state, self.arrays = state, arrays
