@@ -44,3 +44,20 @@ def test_a_changed_or_other_file_is_parsed_again(tmp_path: Path) -> None:
     path.write_text("a,b\n7,8\n")
     os.utime(path, ns=(1, 1))  # (a new version: another modification time and size)
     assert parse_once(path, parse, keep=False).loc[0, "a"] == 7 and len(calls) == 5
+
+
+def test_a_refused_table_keeps_no_parse(tmp_path: Path) -> None:
+    """`sgem fit`'s first read keeps its parse for the task's; where the table is refused
+    after parsing (here a missing target column), no task read follows, and nothing stays."""
+    import pytest
+
+    import sgem.data.table_reuse as reuse
+    from sgem.data.user_tasks import table_facts
+    from sgem.errors import SgemUserError
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,b\n1,2\n3,4\n")
+    stat = path.stat()
+    with pytest.raises(SgemUserError, match="target"):
+        table_facts(str(path), (stat.st_mtime_ns, stat.st_size), "label", None, None, "impute")
+    assert not reuse._kept

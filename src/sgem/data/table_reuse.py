@@ -33,4 +33,9 @@ def parse_once(path: Path, parse: Callable[[Path], pd.DataFrame], keep: bool) ->
     return frame
 
 
-__all__ = ["parse_once"]
+def drop_kept() -> None:
+    """Forget the kept parse (a read that kept it failed after parsing: no next read)."""
+    _kept.clear()
+
+
+__all__ = ["drop_kept", "parse_once"]

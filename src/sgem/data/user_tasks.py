@@ -45,13 +45,18 @@ def table_facts(
 
     from .files import read_table
     from .table_contract import TableWarning
+    from .table_reuse import drop_kept
 
     with warnings.catch_warnings():  # its notes come once, when the task is built
         warnings.simplefilter("ignore", TableWarning)
-        table = read_table(
-            path, target=target, features=None if features is None else list(features),
-            kind=kind, missing=missing, keep_parsed=True,  # (the task's read takes it)
-        )  # fmt: skip
+        try:
+            table = read_table(
+                path, target=target, features=None if features is None else list(features),
+                kind=kind, missing=missing, keep_parsed=True,  # (the task's read takes it)
+            )  # fmt: skip
+        except BaseException:  # (refused: no task read follows to take the parse)
+            drop_kept()
+            raise
     return table.task_kind, len(table.x)
 
 
