@@ -320,9 +320,7 @@ def plan_run(
         try:
             t = pilot_seconds(task, trainer, space, cfg.seed, limit=PILOT_SHARE * budget)
         except PilotCut as cut:
-            if members_fitted:  # (at least this long: below, no room for the search)
-                t = cut.seconds
-            else:
+            if not members_fitted:
                 smallest = minimum_seconds(search_cfg, cut.seconds, 1.0)
                 raise SgemUserError(
                     f"a time budget of {budget:.0f} s is too small for this data: it ended "
@@ -331,6 +329,7 @@ def plan_run(
                     "--time-budget, or less to train on (a shorter --context, fewer series or "
                     "rows)"
                 ) from None
+            t = cut.seconds  # (at least this long: below, no room for the search)
         pricing = final_pricing(cfg, task, space, search_cfg)
         costs = reference_seconds(task, space, limit=PILOT_SHARE * budget, enough=budget)
         spent = time.perf_counter() - start  # reading the data, the pilot, the references' probe
