@@ -22,9 +22,13 @@ def test_growth_goes_on_while_validation_gains_and_the_budget_holds_the_next_k()
     assert _why_not_grow([_row(2, 0.5)], left=100.0, k=3) is None
     assert _why_not_grow([_row(2, 0.5), _row(3, 0.4)], left=100.0, k=4) is None
     assert "did not gain" in _why_not_grow([_row(2, 0.5), _row(3, 0.5)], left=100.0, k=4)
-    # K=2 took 10 s: K=3 starts with at least 0.6 * 10 * 3 / 2 = 9 s
-    assert "needs about 9 s" in _why_not_grow([_row(2, 0.5)], left=8.0, k=3)
-    assert _why_not_grow([_row(2, 0.5)], left=9.5, k=3) is None
+    # K=2 took 10 s: K=3 starts with at least 0.5 * 10 * 3 / 2 = 7.5 s
+    assert "needs about 8 s" in _why_not_grow([_row(2, 0.5)], left=7.0, k=3)
+    assert _why_not_grow([_row(2, 0.5)], left=7.6, k=3) is None
+    # ... less the 4 s of references the next run reuses: 0.5 * 6 * 3 / 2 = 4.5 s
+    reusing = {**_row(2, 0.5), "reused_seconds": 4.0}
+    assert "needs about 4 s" in _why_not_grow([reusing], left=4.0, k=3)
+    assert _why_not_grow([reusing], left=4.6, k=3) is None
     assert "half of the 4 clusters" in _why_not_grow([_row(2, 0.5, m=4)], left=100.0, k=3)
 
 
@@ -80,7 +84,47 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
     assert auto["chosen"] == best["n_experts"] and auto["chosen_on"] == "the holdout"
     saved = json.loads((out / "result.json").read_text())
     assert saved["experts_auto"]["chosen"] == auto["chosen"]
+    # the scikit-learn references do not depend on K: K = 3's run reuses K = 2's
+    first, second = auto["candidates"][:2]
+    assert first["reused_seconds"] > 0 and second["reused_seconds"] == 0.0
+    stages = json.loads((out / "experts-3" / "result.json").read_text())["clock"]["stage_seconds"]
+    assert "scikit_learn_references" not in stages
     assert model.spec.n_experts >= 1 and (out / "config.yaml").exists()  # out: K=2's run
+
+
+def test_shared_references_are_reused_only_on_the_same_rows(monkeypatch) -> None:
+    """Within `shared_table_references` a second run on the same rows and seed gets copies of
+    the first run's fitted references; other rows, another seed, or outside it: fitted."""
+    from types import SimpleNamespace
+
+    import sgem.run.early_references as early
+    from sgem.data.task import Split
+    from sgem.run.budget_clock import BudgetClock
+    from sgem.space.tabular import TabularSpace
+
+    fits: list[int] = []
+
+    class Counted:
+        def fit_evaluate(self, task, budget):
+            fits.append(budget.seed)
+            return SimpleNamespace(val_output=np.zeros(1), seed=budget.seed)
+
+    monkeypatch.setattr(early, "reference_methods", lambda space: [Counted()])
+
+    def task(shift: float):
+        split = Split(np.full((4, 2), shift), np.zeros(4, dtype=np.int64), np.zeros(4, int))
+        return SimpleNamespace(name="table", train=split, val=split, test=split)
+
+    space, clock = TabularSpace(), BudgetClock(None, None)
+    with early.shared_table_references():
+        first = early.table_references(task(0.0), space, 0, 100, clock)
+        again = early.table_references(task(0.0), space, 0, 100, clock)
+        assert len(fits) == 1 and again is not first and again[0].seed == first[0].seed
+        early.table_references(task(1.0), space, 0, 100, clock)  # other rows
+        early.table_references(task(0.0), space, 1, 100, clock)  # another seed
+        assert len(fits) == 3
+    early.table_references(task(0.0), space, 0, 100, clock)  # not shared any more
+    assert len(fits) == 4
 
 
 def test_a_k_whose_search_left_an_expert_without_a_cluster_is_scored_on_the_used_ones() -> None:

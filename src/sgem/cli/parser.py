@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         "--experts",
         default=None,
         help="K experts (default 2; series 4; a table with --time-budget: K grows from 2 "
-        "while validation gains and the budget lasts), or 'auto': the best of 2, 3, 4",
+        "while the holdout gains and the budget lasts), or 'auto': the best of 2, 3, 4",
     )
     fit.add_argument("--time-budget", default=None, help="e.g. 10m, 2h: plan the search to it")
     fit.add_argument(
