@@ -78,18 +78,22 @@ def table_references(task, space, seed: int, crps_samples: int, clock) -> list |
     if task.name != "table" or isinstance(space, TimeSeriesSpace):
         return None
     values = None if clock.budget is None else int(SCIKIT_LEARN_VALUES_PER_SECOND * clock.budget)
-    shared = _SHARED
-    key = () if shared is None else _rows_key(task, seed, crps_samples, values)
-    if shared is not None and key in shared:
-        return copy.deepcopy(shared[key])
+    if _SHARED is None:
+        return _fitted(task, space, seed, crps_samples, clock, values)
+    key = _rows_key(task, seed, crps_samples, values)
+    if key not in _SHARED:
+        refs = _fitted(task, space, seed, crps_samples, clock, values)
+        if refs is None:
+            return None
+        _SHARED[key] = refs  # (never handed out itself: each run gets a copy)
+    return copy.deepcopy(_SHARED[key])
+
+
+def _fitted(task, space, seed: int, crps_samples: int, clock, values: int | None) -> list | None:
     budget = MethodBudget(seed=seed, crps_samples=crps_samples, reference_values=values)
     with clock.timed("scikit_learn_references"):
         refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
-    if any(r.val_output is None for r in refs):
-        return None
-    if shared is not None:
-        shared[key] = copy.deepcopy(refs)
-    return refs
+    return None if any(r.val_output is None for r in refs) else refs
 
 
 def classical_first(
