@@ -8,13 +8,17 @@ fit ran before), and the API (`build_task` on the raw columns, M = 30, toy prese
 Recovery, on the test points under the *searched* partition (cluster -> expert): experts
 matched one-to-one to structures maximising matched points (Hungarian); `recovery` =
 matched / all points; `recovered`: every structure has >= 90 % of its test points on its
-matched expert; `separated` (for K above the structures' 3, where one-to-one matching
+matched expert; `separated` (for K above the number of structures, where one-to-one matching
 cannot hold): no expert mixes structures - every expert's test points are >= 90 % one
 structure, and every structure has >= 90 % of its points on experts it dominates (a
 structure may own two experts). Accuracy: the saved model's (the API: the final MoE's) on
 the test file.
 
     python benchmarks/mixed_csv.py --seeds 0 1 2 3 4        # -> results/mixed_csv.json
+    python benchmarks/mixed_csv.py --kinds linear ring parabola xor --parts budget3m experts \
+        --out benchmarks/results/mixed_csv_4.json            # four structures, K = 4 known
+
+`--kinds` sets the structures (their number: the known K of the `experts` part and the API).
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ from sgem.bench.structure_recovery import recovery
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("linear", "ring", "xor")
-#: part -> `sgem fit` flags ("api": the Python-API search)
+#: part -> `sgem fit` flags ("experts": --experts as many as the structures; "api": the
+#: Python-API search with that K)
 FITS = {
-    "experts3": ["--experts", "3"],
+    "experts": [],
     "budget3m": ["--time-budget", "3m"],
     "budget3m_k2": ["--time-budget", "3m", "--experts", "2"],
 }
@@ -46,7 +51,7 @@ PARTS = (*FITS, "api")
 SHOWN = ("K", "recovery", "per_structure", "accuracy", "wall_seconds", "saved_model", "error")
 
 
-def write_csv(seed: int, root: Path) -> tuple[Path, Path]:
+def write_csv(seed: int, root: Path, kinds: tuple[str, ...] = KINDS) -> tuple[Path, Path]:
     """train.csv (x1, x2, noise1, noise2, label) and test.csv (the same + structure)."""
     from sgem.data.mixtures import sample_mixture
 
@@ -54,7 +59,7 @@ def write_csv(seed: int, root: Path) -> tuple[Path, Path]:
     paths = []
     for name, n, stream in (("train", 1000, 0), ("test", 500, 1)):
         rng = np.random.default_rng([seed, stream, 32])
-        x, y, source = sample_mixture(3, n, rng, layout_seed=seed, kinds=KINDS)
+        x, y, source = sample_mixture(len(kinds), n, rng, layout_seed=seed, kinds=kinds)
         noise = rng.normal(0.0, 1.0, size=(len(x), 2))
         frame = pd.DataFrame(np.c_[x, noise], columns=["x1", "x2", "noise1", "noise2"])
         frame["label"] = y
@@ -97,7 +102,7 @@ def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) ->
     }
 
 
-def api_search(train: Path, test: Path, seed: int) -> dict:
+def api_search(train: Path, test: Path, seed: int, n_experts: int) -> dict:
     """The Python API's search on the same rows: raw columns, M = 30, the toy preset."""
     import torch
 
@@ -114,7 +119,7 @@ def api_search(train: Path, test: Path, seed: int) -> dict:
     test_split = (te[cols].to_numpy(np.float32), te["label"].to_numpy(), te["structure"].to_numpy())
     x, y = tr[cols].to_numpy(np.float32), tr["label"].to_numpy()
     task = build_task(x, y, n_clusters=30, test=test_split, seed=seed, name="mixed")
-    search_cfg = SearchConfig.from_dict({**cfg["search"], "n_experts": 3})
+    search_cfg = SearchConfig.from_dict({**cfg["search"], "n_experts": n_experts})
     search = SGEM(build_space(cfg["space"]), search_cfg, seed=seed, progress=False)
     found = search.fit(task)
     a, archs = found.assignment, found.architectures
@@ -133,17 +138,19 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), help="the mixed structures")
     p.add_argument("--runs", default="/tmp/sgem-mixed-csv", help="run directories")
     p.add_argument("--out", default=str(RESULTS / "mixed_csv.json"), help="the JSON")
     args = p.parse_args()
-    runs, rows = Path(args.runs), []
+    runs, rows, kinds = Path(args.runs), [], tuple(args.kinds)
     for seed in args.seeds:
-        train, test = write_csv(seed, runs / f"data-seed{seed}")
+        train, test = write_csv(seed, runs / f"data-seed{seed}", kinds)
         row: dict = {"seed": seed}
         for part, flags in ((p, f) for p, f in FITS.items() if p in args.parts):
+            flags = flags or ["--experts", str(len(kinds))]
             row[part] = user_fit(train, test, runs / f"{part}-seed{seed}", seed, flags)
         if "api" in args.parts:
-            row["api"] = api_search(train, test, seed)
+            row["api"] = api_search(train, test, seed, len(kinds))
         rows.append(row)
         for part in args.parts:
             shown = [f"{k} {v}" for k, v in row[part].items() if k in SHOWN]
@@ -172,7 +179,9 @@ def save(rows: list[dict], args: argparse.Namespace) -> None:  # the JSON after 
         for part in args.parts
     }
     doc = {
-        "what": "sgem fit on a CSV of linear / ring / XOR structures vs the Python-API search",
+        "what": f"sgem fit on a CSV of {' / '.join(args.kinds)} structures vs the Python-API "
+        "search",
+        "kinds": args.kinds,
         "date": datetime.date.today().isoformat(),
         "commit": git.stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",

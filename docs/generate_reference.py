@@ -1,7 +1,7 @@
 """Write docs/reference.md from the code, so the reference cannot drift from it.
 
 The CLI part is read off the argparse parser (`sgem.cli._parser`), the Python part off
-`sgem.fit`'s options (`sgem.run.fitting.fit_config`), the config part off the typed config
+`sgem.fit`'s options (`sgem.run.fit_setup.fit_config`), the config part off the typed config
 dataclasses (`RunConfig`, `SearchConfig`, `TrainConfig`, `SurrogateConfig`): every field
 with its type, default and the comment next to it in the source.
 
@@ -63,7 +63,7 @@ def cli_reference() -> list[str]:
 
 
 def fit_reference() -> list[str]:
-    from sgem.run.fitting import fit_config
+    from sgem.run.fit_setup import fit_config
 
     lines = [
         "## `sgem.fit` options",

@@ -188,7 +188,7 @@ def test_error_texts(fitted, table, message) -> None:
 
 
 def test_fit_config_reads_paths_only() -> None:
-    from sgem.run.fitting import fit_config
+    from sgem.run.fit_setup import fit_config
 
     with pytest.raises(SgemUserError, match=r"fit_config reads a file path.*sgem.fit\(data"):
         fit_config(pd.DataFrame({"a": [1]}), target="a")

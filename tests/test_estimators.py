@@ -23,7 +23,7 @@ from sgem.data.files import read_table
 from sgem.data.table_contract import TableWarning
 from sgem.errors import SgemUserError
 from sgem.run.fit_input import materialise
-from sgem.run.fitting import infer_kind
+from sgem.run.fit_setup import infer_kind
 
 
 def _blobs(n: int = 300):

@@ -17,7 +17,7 @@ import sgem
 from sgem.cli import main
 from sgem.errors import SgemUserError
 from sgem.run.budget import final_units, parse_duration, plan_search
-from sgem.run.fitting import fit_config, infer_kind
+from sgem.run.fit_setup import fit_config, infer_kind
 from sgem.search import SearchConfig
 
 #: a seconds-long search (the same keys as configs/toy-smoke.yaml)

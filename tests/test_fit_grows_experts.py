@@ -11,7 +11,7 @@ import pytest
 from helpers import TINY_SEARCH
 
 import sgem
-from sgem.run.fitting import _why_not_grow, grows_experts
+from sgem.run.experts_choice import _why_not_grow, grows_experts
 
 
 def _row(k: int, loss: float, seconds: float = 10.0, m: int = 20) -> dict:
@@ -36,7 +36,7 @@ def test_ks_are_compared_on_the_holdout_where_every_k_has_one() -> None:
     """Validation scored the search-stage networks each K chose among; the holdout scores
     the final MoE as saved. Growing stops where the holdout stops gaining, even if
     validation still gains; without a holdout score anywhere, validation decides."""
-    from sgem.run.fitting import _choice_key
+    from sgem.run.experts_choice import _choice_key
 
     gains_on_val = [{**_row(2, 0.5), "test_nll": 0.3}, {**_row(3, 0.4), "test_nll": 0.35}]
     assert _choice_key(gains_on_val) == "test_nll"
@@ -131,7 +131,7 @@ def test_a_k_whose_search_left_an_expert_without_a_cluster_is_scored_on_the_used
     """K = 3 whose search routed every cluster to two experts: result.json holds the two
     used regions' losses and a routing over them; the choice between Ks weighs them by
     their clusters' sizes (it raised an IndexError, ending a budgeted digits fit)."""
-    from sgem.run.fitting import _validation_loss
+    from sgem.run.experts_choice import _validation_loss
 
     result = {
         "region_val_losses": [0.1, 0.4],

@@ -18,7 +18,7 @@ from sgem.cli import main
 from sgem.data.files import encode_table, read_table
 from sgem.data.table_contract import TableWarning
 from sgem.errors import SgemUserError
-from sgem.run.fitting import fit_config
+from sgem.run.fit_setup import fit_config
 from sgem.run.runconfig import RunConfig
 
 

@@ -275,7 +275,7 @@ def test_one_series_without_an_id_column_is_fitted_and_predicted_by_its_own_name
 ) -> None:
     """A user's single series as (date, sales): read as one series (not a table that lacks
     --target), and `sgem predict` reads new data with the names it was fitted with."""
-    from sgem.run.fitting import infer_kind
+    from sgem.run.fit_setup import infer_kind
     from sgem.run.predict_io import predict_file
 
     t = np.arange(200)

@@ -200,7 +200,7 @@ def test_a_given_season_overrides_the_frequencys_for_members_and_mase(tmp_path) 
 
 
 def test_season_is_refused_for_data_that_is_not_series(tmp_path) -> None:
-    from sgem.run.fitting import fit_config
+    from sgem.run.fit_setup import fit_config
 
     table = tmp_path / "t.csv"
     pd.DataFrame({"a": [1.0, 2.0, 3.0], "y": [0, 1, 0]}).to_csv(table, index=False)

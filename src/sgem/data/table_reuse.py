@@ -1,5 +1,5 @@
 """One parse of a table file for the two reads of a `sgem fit`: its kind and size first
-(`sgem.run.fitting`'s config), then its task (`sgem.data.user_tasks.table_task`). Why: on a
+(`sgem.run.fit_setup`'s config), then its task (`sgem.data.user_tasks.table_task`). Why: on a
 600 000-row CSV each parse took 6 s of a 3-minute budget.
 
 At most one parsed file is kept, only when its reader asks (`keep`), and the next read of
