@@ -1,5 +1,5 @@
-"""A budgeted table fit without --experts chooses K on validation within its budget: K grows
-from 2 while the last K gained and the budget left holds the next one."""
+"""A budgeted table fit without --experts chooses K on the holdout within its budget: K grows
+from 2 while one of the last two Ks is the best so far and the budget left holds the next."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ def _row(k: int, loss: float, seconds: float = 10.0, m: int = 20) -> dict:
 def test_growth_goes_on_while_validation_gains_and_the_budget_holds_the_next_k() -> None:
     assert _why_not_grow([_row(2, 0.5)], left=100.0, k=3) is None
     assert _why_not_grow([_row(2, 0.5), _row(3, 0.4)], left=100.0, k=4) is None
-    assert "did not gain" in _why_not_grow([_row(2, 0.5), _row(3, 0.5)], left=100.0, k=4)
+    # one K that did not gain is not enough to stop (GROW_PATIENCE): a larger one may
+    assert _why_not_grow([_row(2, 0.5), _row(3, 0.5)], left=100.0, k=4) is None
+    stalled = [_row(2, 0.5), _row(3, 0.6), _row(4, 0.5)]
+    assert "K=3 and K=4 did not gain on validation over K=2" in _why_not_grow(stalled, 100.0, 5)
+    assert _why_not_grow([*stalled[:2], _row(4, 0.45)], left=100.0, k=5) is None
     # K=2 took 10 s: K=3 starts with at least 0.5 * 10 * 3 / 2 = 7.5 s
     assert "needs about 8 s" in _why_not_grow([_row(2, 0.5)], left=7.0, k=3)
     assert _why_not_grow([_row(2, 0.5)], left=7.6, k=3) is None
@@ -40,12 +44,14 @@ def test_ks_are_compared_on_the_holdout_where_every_k_has_one() -> None:
 
     gains_on_val = [{**_row(2, 0.5), "test_nll": 0.3}, {**_row(3, 0.4), "test_nll": 0.35}]
     assert _choice_key(gains_on_val) == "test_nll"
-    assert "did not gain on the holdout" in _why_not_grow(gains_on_val, left=100.0, k=4)
+    worse = {**_row(4, 0.3), "test_nll": 0.4}
+    assert "did not gain on the holdout" in _why_not_grow([*gains_on_val, worse], 100.0, k=5)
     gains_on_holdout = [{**_row(2, 0.4), "test_nll": 0.3}, {**_row(3, 0.5), "test_nll": 0.2}]
     assert _why_not_grow(gains_on_holdout, left=100.0, k=4) is None
     one_without = [gains_on_holdout[0], {**_row(3, 0.5), "test_nll": None}]
     assert _choice_key(one_without) == "validation_loss"
-    assert "did not gain on validation" in _why_not_grow(one_without, left=100.0, k=4)
+    worse = {**_row(4, 0.6), "test_nll": 0.1}
+    assert "did not gain on validation" in _why_not_grow([*one_without, worse], 100.0, k=5)
 
 
 def test_only_a_budgeted_table_fit_with_k_left_open_grows() -> None:

@@ -44,10 +44,11 @@ _SHARED: dict[tuple, list] | None = None
 @contextmanager
 def shared_table_references() -> Iterator[None]:
     """Within it, a table's scikit-learn references fitted by one run are reused by the next
-    run on the same rows with the same seed (a budgeted fit's runs of each K, `sgem.run.experts_choice`):
-    they do not depend on K. Why: refitted by every K's run, they took 13 s of each
-    run's 3 minutes on 4000 rows of four mixed structures, and the estimate of what the next
-    K needs counted them again, so K = 3 was not tried with 78 s left."""
+    run on the same rows with the same seed (a budgeted fit's runs of each K,
+    `sgem.run.experts_choice`): they do not depend on K. Why: refitted by every K's run,
+    they took 13 s of each run's 3 minutes on 4000 rows of four mixed structures, and the
+    estimate of what the next K needs counted them again, so K = 3 was not tried with 78 s
+    left."""
     global _SHARED
     _SHARED = {}
     try:

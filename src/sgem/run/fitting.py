@@ -8,9 +8,10 @@ The kind of data is inferred from the path (a folder: images; a .tsf file or a t
 the id/time/value columns: series; any other table: tabular, which needs `target`). The
 run config starts from the matching preset's space and search (toy, ts-offline,
 images-offline), takes the data-derived defaults (M from the number of samples, context
-from the frequency), then the user's overrides (`sgem.run.fit_setup`); it is written whole to config.yaml and
-run through the same experiment path as `sgem run` (so `sgem resume` works). Where the user
-leaves K open, a budgeted table fit chooses it (`sgem.run.experts_choice`).
+from the frequency), then the user's overrides (`sgem.run.fit_setup`); it is written whole
+to config.yaml and run through the same experiment path as `sgem run` (so `sgem resume`
+works). Where the user leaves K open, a budgeted table fit chooses it
+(`sgem.run.experts_choice`).
 """
 
 from __future__ import annotations
