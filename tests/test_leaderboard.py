@@ -434,6 +434,26 @@ def test_a_small_tables_members_are_weighed_on_every_row_not_on_validation() -> 
     assert row["note"].startswith("weights fit on the holdout (the MoE's; the members' out-of")
 
 
+def test_the_saved_network_keeps_a_share_beside_the_members_only_where_it_clearly_gains() -> None:
+    """Weighed on every row out of fold (`_network_gains`): a network whose errors are
+    independent of ridge regression's halves the squared error of their mean and keeps its
+    share; a near copy of ridge regression gains nothing on rows it was not fit on, whatever
+    share greedy selection would give it."""
+    from sgem.leaderboard.combining import _network_gains
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=300)
+
+    def student_t(loc: np.ndarray) -> np.ndarray:
+        return np.stack([loc, np.ones(300), np.full(300, 30.0)], -1)
+
+    ridge = student_t(y + rng.normal(size=300))
+    independent = student_t(y + rng.normal(size=300))
+    near_copy = student_t(ridge[:, 0] + 0.05 * rng.normal(size=300))
+    assert _network_gains([independent, ridge], y, "student_t", point=True)
+    assert not _network_gains([near_copy, ridge], y, "student_t", point=True)
+
+
 @pytest.mark.parametrize("loss", ["cross_entropy", "student_t"])
 def test_a_scikit_learn_member_is_fitted_on_a_seeded_sample_of_a_large_table(loss) -> None:
     """Given the most values a budget allows, a member is fitted on a seeded sample (on
