@@ -164,10 +164,14 @@ def section(stem: str, how: str, title: str) -> list[str]:
     path = RESULTS / f"{stem}.json"
     d = json.loads(path.read_text())
     date, commit = measured(path)
-    date, commit = str(d.get("date", date))[:10], str(d.get("commit", commit))[:7]
+    date, commit = str(d.get("date", date))[:10], str(d.get("commit", commit))
     kind, _, arg = how.partition(":")
-    where = f"`{path.relative_to(ROOT)}`, measured {date} at commit `{commit}`:"
+    # (parts of one file measured at different commits: the file says which, in words)
+    at = f"commits {commit}" if " " in commit else f"commit `{commit[:7]}`"
+    where = f"`{path.relative_to(ROOT)}`, measured {date} at {at}:"
     head = [f"### {title}", "", where, "", f"    {command(stem, d)}", ""]
+    if isinstance(d.get("note"), str):
+        head.append(f"({d['note']})\n")
     return [*head, *globals()[kind](d, arg), ""]
 
 
