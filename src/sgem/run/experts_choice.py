@@ -1,7 +1,6 @@
 """Choosing the number of experts K for `sgem fit`: every candidate K (`--experts auto`), or
 growing K while a budgeted table fit's holdout may still gain and its budget holds the next
-K. The
-runs share one config path (`sgem.run.fit_setup.fit_config`) and one experiment path
+K. The runs share one config path (`sgem.run.fit_setup.fit_config`) and one experiment path
 (`sgem.run.pipeline.run_config`); the choice is made on the searched MoE's holdout NLL."""
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ def fit_auto_experts(
     grow: bool = False,
     **options: Any,
 ) -> dict:
-    """Choose K among `candidates` on measured validation loss. `execution`: run_config's
+    """Choose K among `candidates` on the holdout (`_choice_key`). `execution`: run_config's
     progress / executor / workers / ray_address / gpus_per_task; `started`: the caller's
     `time.perf_counter()`, so the whole choice keeps a time budget.
 
