@@ -99,7 +99,7 @@ def fit_auto_experts(
             runs.append((k, result, rundir))
     assert runs
     key = _choice_key(report)
-    k, result, rundir = runs[min(range(len(report)), key=lambda i: report[i][key])]
+    k, result, rundir = runs[_best(report, key)]
     result = {
         **result,
         "experts_auto": {
@@ -160,6 +160,11 @@ def _choice_key(report: list[dict]) -> str:
     return "test_nll" if holdout else "validation_loss"
 
 
+def _best(report: list[dict], key: str) -> int:
+    """The index of the K with the lowest `key` (the first of equals: the smaller K)."""
+    return min(range(len(report)), key=lambda i: report[i][key])
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
@@ -167,11 +172,11 @@ def _finite(value: Any) -> bool:
 def _why_not_grow(report: list[dict], left: float | None, k: int) -> str | None:
     """Why a growing K choice stops before trying `k` (None: try it): the last
     `GROW_PATIENCE` Ks did not gain over the best one where Ks are compared (`_choice_key`),
-    `k` exceeds half the clusters, or less is
-    left than `GROW_MARGIN` of the last K's time (less what the next run reuses: a table's
-    references, `shared_table_references`; scaled by K)."""
+    `k` exceeds half the clusters, or less is left than `GROW_MARGIN` of the last K's time
+    (less what the next run reuses: a table's references, `shared_table_references`; scaled
+    by K)."""
     key = _choice_key(report)
-    best = min(range(len(report)), key=lambda i: report[i][key])
+    best = _best(report, key)
     if len(report) - 1 - best >= GROW_PATIENCE:
         since = " and ".join(f"K={row['n_experts']}" for row in report[best + 1 :])
         return f"{since} did not gain on {_CHOSEN_ON[key]} over K={report[best]['n_experts']}"
