@@ -54,6 +54,24 @@ def test_ks_are_compared_on_the_holdout_where_every_k_has_one() -> None:
     assert "did not gain on validation" in _why_not_grow([*one_without, worse], 100.0, k=5)
 
 
+def test_the_smallest_k_within_one_standard_error_of_the_best_is_saved() -> None:
+    """The one-standard-error rule: a larger K must gain more than the holdout rows drawn
+    can give; without a standard error (a run from before it was recorded) the best wins."""
+    from sgem.run.experts_choice import _chosen
+
+    def rows(*nll_se):
+        return [
+            {**_row(k, 0.5), "test_nll": n, "test_nll_se": se}
+            for k, (n, se) in enumerate(nll_se, 2)
+        ]
+
+    assert _chosen(rows((0.30, 0.02), (0.20, 0.02)), "test_nll") == 1  # K=3 gains 0.1 > 0.02
+    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.02)), "test_nll") == 1
+    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.005)), "test_nll") == 2
+    assert _chosen(rows((0.30, None), (0.091, None), (0.085, None)), "test_nll") == 2
+    assert _chosen(rows((0.30, 0.02), (0.28, 0.02)), "validation_loss") == 0  # (all 0.5)
+
+
 def test_only_a_budgeted_table_fit_with_k_left_open_grows() -> None:
     table = {"task": {"name": "table"}, "search": {}, "time_budget": 60.0}
     assert grows_experts(table, None)
@@ -87,7 +105,13 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
     assert tried[:2] == [2, 3] and auto["chosen"] in tried  # K=4 > 6 // 2 is never tried
     assert "chosen on the holdout" in model.result["time_budget"]["why_it_ended"]
     best = min(auto["candidates"], key=lambda row: row["test_nll"])
-    assert auto["chosen"] == best["n_experts"] and auto["chosen_on"] == "the holdout"
+    assert best["test_nll_se"] > 0  # the holdout NLL's standard error, for the choice
+    within = [
+        r["n_experts"]
+        for r in auto["candidates"]
+        if r["test_nll"] <= best["test_nll"] + best["test_nll_se"]
+    ]
+    assert auto["chosen"] == min(within) and auto["chosen_on"].startswith("the holdout")
     saved = json.loads((out / "result.json").read_text())
     assert saved["experts_auto"]["chosen"] == auto["chosen"]
     # the scikit-learn references do not depend on K: K = 3's run reuses K = 2's

@@ -101,8 +101,8 @@ def _parser() -> argparse.ArgumentParser:
         "--experts",
         default=None,
         help="K experts (default 2; series 4; a table with --time-budget: K grows from 2 "
-        "until two Ks in a row do not gain on the holdout or the budget ends; the best is "
-        "kept), or 'auto': the best of 2, 3, 4",
+        "until two Ks in a row do not gain on the holdout or the budget ends; the smallest "
+        "K within one standard error of the best is kept), or 'auto': the same among 2, 3, 4",
     )
     fit.add_argument("--time-budget", default=None, help="e.g. 10m, 2h: plan the search to it")
     fit.add_argument(

@@ -38,6 +38,14 @@ def forecast_metrics(
     return {**scores, "per_domain_nll": per_domain}
 
 
+def nll_standard_error(out: torch.Tensor, y: np.ndarray, loss: str) -> float | None:
+    """The standard error of a mean test NLL (the spread of its per-sample NLLs over the
+    root of their count): how far two models' mean NLLs on the same rows may differ by
+    the rows drawn alone (`sgem.run.experts_choice` prefers a smaller K within it)."""
+    nll = per_sample_nll(out, torch.as_tensor(y, device=out.device), loss).double().cpu()
+    return float(nll.std() / len(nll) ** 0.5) if len(nll) > 1 else None
+
+
 def score_outputs(
     out: torch.Tensor,
     y: np.ndarray,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..data.task import ClusteredTask
 from ..methods.result import MethodResult
-from ..moe.scoring import without_moe_densities
+from ..moe.scoring import nll_standard_error, without_moe_densities
 from ..search.sgem import SearchResult
 from .budget_arithmetic import left_for_final
 from .budget_clock import BudgetClock
@@ -90,6 +90,7 @@ def result_json(
     assert final.report is not None, "result.json describes a final MoE"
     moe = final.report.to_json()
     row = final.row(task)
+    out = final.outputs()
     return (
         {
             "task": task.name,
@@ -105,6 +106,10 @@ def result_json(
             "selection": found.selection,
             "test_accuracy": row["test_accuracy"],
             "test_nll": row["test_nll"],
+            # (how far a mean NLL may move by the holdout rows drawn: the K choice's margin)
+            "test_nll_se": None
+            if out is None
+            else nll_standard_error(out, np.asarray(task.test.y), task.loss),
             "per_expert_test_accuracy": row["per_expert_test_accuracy"],
             "n_trained": found.n_trained,
             # optimiser steps each final expert trained for; with final_length "validation"
