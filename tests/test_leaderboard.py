@@ -250,8 +250,8 @@ def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -
     from types import SimpleNamespace
 
     from sgem.data.task import Split
-    from sgem.leaderboard.combining import MIN_HOLDOUT_ROWS, _members_then_moe
     from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_weights import MIN_HOLDOUT_ROWS, _members_then_moe
     from sgem.methods.result import MethodResult
 
     rng = np.random.default_rng(0)
@@ -290,8 +290,8 @@ def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> N
     from types import SimpleNamespace
 
     from sgem.data.task import Split
-    from sgem.leaderboard.combining import _table_weights
     from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_weights import table_weights
     from sgem.methods.result import MethodResult
 
     rng = np.random.default_rng(1)
@@ -308,10 +308,10 @@ def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> N
     a = MethodResult("A", 0, extra={OUT_OF_FOLD: member(rows, 0.8)})
     lucky = member(task.test.y, np.where(np.arange(60) == 0, 0.3, 0.97))
     holdout = [lucky, member(task.test.y, 0.8)]
-    w_holdout, _, judged = _table_weights(task, holdout, [a], None)
+    w_holdout, _, judged = table_weights(task, holdout, [a], None)
     assert w_holdout[0] > 0.5 and judged is None
     coin = member(rows, np.where(rng.random(800) < 0.5, 0.9, 0.1))
-    w, fit_on, judged = _table_weights(task, holdout, [a], coin)
+    w, fit_on, judged = table_weights(task, holdout, [a], coin)
     assert w[1] > 0.8 and fit_on.startswith("every row")
     assert judged is not None and len(judged[1]) == 860
 
@@ -439,7 +439,7 @@ def test_the_saved_network_keeps_a_share_beside_the_members_only_where_it_clearl
     independent of ridge regression's halves the squared error of their mean and keeps its
     share; a near copy of ridge regression gains nothing on rows it was not fit on, whatever
     share greedy selection would give it."""
-    from sgem.leaderboard.combining import _network_gains
+    from sgem.leaderboard.table_weights import _network_gains
 
     rng = np.random.default_rng(0)
     y = rng.normal(size=300)

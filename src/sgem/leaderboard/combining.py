@@ -20,21 +20,16 @@ from ..moe.combination import (
     quantile_loss,
 )
 from .board import (
-    ROUNDS,
-    combination_scores,
     greedy_ensemble,
     greedy_quantile_ensemble,
     scored,
 )
+from .cross_fit import COMBINE_MARGIN_SE, cross_fitted_gain, standard_error
 from .forecast_cost import forecast_report, within_allowance
 from .members import OUT_OF_FOLD, REFIT_ROWS
 from .series_members import MIN_SUBSET_WINDOWS, SUBSET
+from .table_weights import MIN_HOLDOUT_ROWS, table_weights
 
-#: a table's combination is saved where its cross-fitted validation gain over the MoE alone
-#: (`cross_fitted_gain`) exceeds this many standard errors. (Before, the gain was measured on
-#: the samples the weights were fit on, which flatters the combination: 2 SE were needed, and
-#: on breast cancer the network was kept over a logistic regression 1.8 points better.)
-COMBINE_MARGIN_SE = 1.0
 #: a forecasting combination's weights: this share the classical members' equal
 #: combination (the prior), the rest from greedy selection, so the combination is saved
 #: without a test and the MoE carries weight as far as held-out windows show it earns it
@@ -45,11 +40,6 @@ PRIOR_LOSS_RATIO = 1.15
 #: ... and is no prior where the MoE alone beats it on the held-out windows by this many
 #: standard errors of the paired per-window quantile loss (`_prior`)
 PRIOR_MARGIN_SE = 2.0
-#: a user's table's combination is fit on its holdout rows where it has at least this many,
-#: or where every scikit-learn member has out-of-fold outputs (then the members are weighed
-#: on every row, and the MoE joins them only where it clearly gains on a holdout of at
-#: least this many rows)
-MIN_HOLDOUT_ROWS = 50
 #: a forecasting combination's weights and interval width are fit on the holdout windows
 #: where it has at least this many (else on validation): see `combine`. The series' end split
 #: holds out at least as many where the series allow (few series take more origins each).
@@ -147,7 +137,7 @@ def combine(
     judged: tuple[list[np.ndarray], np.ndarray] | None = None
     prior_note = ""
     if folded:
-        weights, fit_on, judged = _table_weights(task, outs, ready, ship_oof, point)
+        weights, fit_on, judged = table_weights(task, outs, ready, ship_oof, point)
     elif forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels),
         # shrunk halfway to the equal combination of AutoETS and AutoTheta: held-out windows
         # are a few per series and the future is not exchangeable with them, and that
@@ -173,7 +163,7 @@ def combine(
     else:
         gain_outs, gain_y = judged or (outs, y_val)
         gain = cross_fitted_gain(gain_outs, gain_y, task.loss, point=point)
-    se = _standard_error(gain)
+    se = standard_error(gain)
     if fit_on == "validation" and not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
         return None, None  # on a user's holdout (nothing chosen there) greedy alone decides
     members = [ready[i - 1] for i in used]
@@ -300,141 +290,15 @@ def _width_note(forecasting: bool, pooled: bool, spread: float) -> str:
     return f" (interval width x{spread:.2f} on {on}: there its 80 % interval covers 80 %)"
 
 
-def cross_fitted_gain(
-    outs: list[np.ndarray], y: np.ndarray, loss: str, folds: int = 5, point: bool = False
-) -> np.ndarray:
-    """Per validation sample, the log density (with `point`: minus the squared error of
-    the mean, `combination_scores`) of the greedy combination whose weights were fit on
-    the other folds, minus the MoE's own (`outs[0]`): what combining gains on samples its
-    weights never saw. (Halves were too few: a network right on most rows and confidently
-    wrong on a handful won one half outright and lost the other.)"""
-    score = combination_scores(outs, y, loss, point)
-    moe_alone = np.eye(len(outs))[0]
-
-    def gain_on(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        w = greedy_ensemble([o[fit] for o in outs], y[fit], loss, point=point)
-        return score(w, rows) - score(moe_alone, rows)
-
-    return _cross_fitted(len(y), gain_on, folds)
-
-
 def _gain_measure(forecasting: bool, point: bool) -> str:
     if forecasting:
         return "quantile loss"
     return f"{'squared error of the mean' if point else 'log density'}, cross-fitted"
 
 
-def _cross_fitted(n: int, gain_on, folds: int = 5) -> np.ndarray:
-    """Per sample, `gain_on(fit, score)` for the fold `score` it is in, whatever it fits
-    chosen on the other folds `fit` (one seeded split of the n samples)."""
-    gain = np.zeros(n)
-    for score in np.array_split(np.random.default_rng(0).permutation(n), folds):
-        fit = np.setdiff1d(np.arange(n), score)
-        if len(fit) and len(score):
-            gain[score] = gain_on(fit, score)
-    return gain
-
-
-def _standard_error(gain: np.ndarray) -> float:
-    """The standard error of a paired gain's mean (infinite from fewer than two samples)."""
-    return float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else np.inf
-
-
 def _wql_quantiles(out: np.ndarray) -> dict[float, np.ndarray]:
     """One member's quantiles on the wQL's levels, {level: values}."""
     return dict(zip(WQL_GRID, member_quantiles(out, WQL_GRID), strict=True))
-
-
-def _table_weights(
-    task: ClusteredTask,
-    holdout_outs: list[np.ndarray],
-    ready: list[MethodResult],
-    ship_oof: np.ndarray | None,
-    point: bool = False,
-) -> tuple[np.ndarray, str, tuple[list[np.ndarray], np.ndarray] | None]:
-    """A user's table's weights (the MoE's first), what they were fit on, and the outputs
-    and targets their gain is judged on (None: the holdout's). With the saved network's
-    out-of-fold outputs (`ship_oof`), greedy selection of every member on every row, the
-    network's share kept where it clearly gains (`_network_gains`); without,
-    `_members_then_moe`. `point`: judged by the squared error of the mean."""
-    if ship_oof is None:
-        weights = _members_then_moe(task, holdout_outs, ready, point)
-        return weights, "the holdout (the MoE's; the members' out-of-fold rows too)", None
-    y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
-    every = [np.concatenate([ship_oof, holdout_outs[0]]), *_rows_of(ready, holdout_outs)]
-    weights = greedy_ensemble(every, y_rows, task.loss, point=point)
-    if weights[0] > 0 and not _network_gains(every, y_rows, task.loss, point):
-        weights = np.r_[0.0, greedy_ensemble(every[1:], y_rows, task.loss, point=point)]
-    fit_on = "every row (out-of-fold outputs on train + validation, the holdout's)"
-    return weights, fit_on, (every, y_rows)
-
-
-def _network_gains(every: list[np.ndarray], y: np.ndarray, loss: str, point: bool) -> bool:
-    """Whether the saved network (`every[0]`) earns a share beside the members: greedy
-    selection with it beats selection without it on rows neither was fit on (five-fold
-    cross-fitted, by `COMBINE_MARGIN_SE` standard errors). Why: greedy selection gives a
-    share to whatever helps on the rows it is fit on: on the smallest regression tables
-    (grunfeld, engel, statecrime: 51-235 rows, 3 splits each) the network got 0.36-0.84
-    on 5 splits, and the saved test RMSE was 1.09-1.20x ridge regression's on 4 of them."""
-    score = combination_scores(every, y, loss, point)
-
-    def gain_on(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        outs = [o[fit] for o in every]
-        with_it = greedy_ensemble(outs, y[fit], loss, point=point)
-        without = np.r_[0.0, greedy_ensemble(outs[1:], y[fit], loss, point=point)]
-        return score(with_it, rows) - score(without, rows)
-
-    gain = _cross_fitted(len(y), gain_on)
-    return bool(gain.mean() > COMBINE_MARGIN_SE * _standard_error(gain))
-
-
-def _members_then_moe(
-    task: ClusteredTask,
-    holdout_outs: list[np.ndarray],
-    ready: list[MethodResult],
-    point: bool = False,
-) -> np.ndarray:
-    """A user's table's weights (the MoE's first) in two steps. The scikit-learn members'
-    shares by greedy selection on every row: their out-of-fold outputs on train +
-    validation and their holdout outputs. Then the MoE's weight, the share of the
-    `ROUNDS` grid whose mixture with those members scores best on the holdout, kept only
-    where it gains over the members alone on holdout rows it was not chosen on (five-fold
-    cross-fitted, by `COMBINE_MARGIN_SE` standard errors). Why: the holdout alone (91 rows
-    on breast cancer) gave gradient boosting half the weight on two of three splits although
-    logistic regression beat it on the full table; the MoE has holdout outputs only, and an
-    overconfident network given 0.44 of the weight on those rows cost 2.6 points of test
-    accuracy (0.956 against logistic regression's 0.982). On a holdout of fewer than
-    `MIN_HOLDOUT_ROWS` rows the MoE gets no weight: on statecrime's 8 (a 51-row table)
-    its weight came out 1.0, one standard error ahead, and the saved MoE's test RMSE was
-    1.15x ridge regression's. `point`: a regression's weights minimise the squared error
-    of the mean instead of the NLL (`combination_scores`)."""
-    y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
-    shares = greedy_ensemble(_rows_of(ready, holdout_outs), y_rows, task.loss, point=point)
-    if len(task.test.y) < MIN_HOLDOUT_ROWS:  # too few rows to weigh the MoE on
-        return np.r_[0.0, shares]
-    score = combination_scores(holdout_outs, task.test.y, task.loss, point)
-    grid = np.arange(ROUNDS + 1) / ROUNDS
-
-    def mixed(w0: float, at: np.ndarray) -> np.ndarray:
-        return score(np.r_[w0, (1 - w0) * shares], at)
-
-    def moe_weight(at: np.ndarray) -> float:
-        return max(grid, key=lambda w0: float(mixed(w0, at).mean()))
-
-    def gain_on(fit: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        return mixed(moe_weight(fit), rows) - mixed(0.0, rows)
-
-    gain = _cross_fitted(len(task.test.y), gain_on)
-    every = np.arange(len(task.test.y))
-    w0 = moe_weight(every) if gain.mean() > COMBINE_MARGIN_SE * _standard_error(gain) else 0.0
-    return np.r_[w0, (1 - w0) * shares]
-
-
-def _rows_of(ready: list[MethodResult], holdout_outs: list[np.ndarray]) -> list[np.ndarray]:
-    """Each scikit-learn member's outputs on every row: out of fold on train + validation,
-    then the holdout's (`holdout_outs`: the MoE's first)."""
-    pairs = zip(ready, holdout_outs[1:], strict=True)
-    return [np.concatenate([m.extra[OUT_OF_FOLD], o]) for m, o in pairs]
 
 
 def _prior(
@@ -473,7 +337,7 @@ def _prior(
         return None, ""
     prior = np.r_[0.0, strong / strong.sum()]
     gain = quantile_loss(averaged_quantiles(outs, prior, WQL_GRID), y) - per_window[0]
-    se = _standard_error(gain)
+    se = standard_error(gain)
     if gain.mean() > PRIOR_MARGIN_SE * se:
         note = (
             f"; not shrunk toward the statsforecast members' equal combination: the MoE "
