@@ -1,6 +1,7 @@
 """The README's commands are the ones sgem has: every `sgem ...` line of its code blocks
-(and of docs/) parses with the command line's own parser (a renamed flag fails here, not for a user who
-copies it), every command has an example there, and `.ci/run` runs exactly its set-up."""
+(and of docs/) parses with the command line's own parser (a renamed flag fails here, not
+for a user who copies it), every command has an example in the README, and `.ci/run` runs
+exactly its set-up."""
 
 from __future__ import annotations
 
