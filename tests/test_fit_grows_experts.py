@@ -72,13 +72,21 @@ def test_the_smallest_k_within_one_standard_error_of_the_best_is_saved() -> None
     assert _chosen(rows((0.30, 0.02), (0.28, 0.02)), "validation_loss") == 0  # (all 0.5)
 
 
-def test_only_a_budgeted_table_fit_with_k_left_open_grows() -> None:
-    table = {"task": {"name": "table"}, "search": {}, "time_budget": 60.0}
-    assert grows_experts(table, None)
-    assert not grows_experts(table, 3)
-    assert not grows_experts({**table, "time_budget": None}, None)
-    assert not grows_experts(table, None, config={"search": {"n_experts": 2}})
-    assert not grows_experts({**table, "task": {"name": "series"}}, None)
+def test_only_a_budgeted_table_fit_with_k_left_open_grows(tmp_path) -> None:
+    from sgem.run.fit_setup import fit_config
+
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"a": np.arange(40.0), "label": ["p", "n"] * 20}).to_csv(path, index=False)
+
+    def grows(**options) -> bool:
+        return grows_experts(fit_config(path, target="label", **options))
+
+    assert grows(time_budget=60)
+    assert not grows(time_budget=60, n_experts=3)
+    assert not grows()
+    assert not grows(time_budget=60, config={"search": {"n_experts": 2}})
+    series = {"task": {"name": "series"}, "time_budget": 60.0, "experts_at_most_clusters": True}
+    assert not grows_experts(series)
 
 
 def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> None:

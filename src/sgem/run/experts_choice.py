@@ -232,17 +232,14 @@ def _validation_loss(result: dict) -> float:
     return float((losses[used] * sizes[used]).sum() / sizes[used].sum())
 
 
-def grows_experts(run: dict, n_experts: int | str | None, config: Any = None) -> bool:
-    """Whether a fit chooses K by growing it within its budget: a budgeted table fit whose
-    K the user left open (no --experts, none in the --config override `config`)."""
-    from .pipeline import read_config_file
-
-    override = config if config is None or isinstance(config, dict) else read_config_file(config)
+def grows_experts(run: dict) -> bool:
+    """Whether a fit (its run config, `sgem.run.fit_setup.fit_config`) chooses K by growing
+    it within its budget: a budgeted table fit whose K the user left open (no --experts,
+    none in a --config override: `experts_at_most_clusters`, the preset's K)."""
     return (
-        n_experts is None
+        bool(run.get("experts_at_most_clusters"))
         and run.get("time_budget") is not None
         and run["task"].get("name") == "table"
-        and "n_experts" not in ((override or {}).get("search") or {})
     )
 
 

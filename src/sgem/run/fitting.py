@@ -107,8 +107,8 @@ def fit_and_save(
             result = fit_auto_experts(data, out, execution=execution, started=started, **options)
         else:
             run = fit_config(data, n_experts=_experts(n_experts), **options)
-            # K chosen on validation within the budget
-            if grows_experts(run, n_experts, options.get("config")):
+            # K chosen on the holdout within the budget
+            if grows_experts(run):
                 first = AUTO_EXPERTS[0]
                 result = fit_auto_experts(
                     data, out, execution, (first, *range(first + 1, 9)), started, True, **options
