@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sgem.bench.structure_recovery import recovery
+from sgem.bench.structure_recovery import each_k, recovery, saved_fit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("linear", "ring", "xor")
@@ -71,8 +71,6 @@ def write_csv(seed: int, root: Path, kinds: tuple[str, ...] = KINDS) -> tuple[Pa
 
 
 def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) -> dict:
-    import sgem
-
     shutil.rmtree(out, ignore_errors=True)  # a fresh fit: never a finished run resumed
     cmd = ["sgem", "fit", str(train), "--target", "label", "--seed", str(seed)]
     cmd += ["--out", str(out), "--quiet", *flags]
@@ -82,22 +80,16 @@ def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) ->
     if proc.returncode != 0:
         return {"command": " ".join(cmd), "error": (proc.stderr or proc.stdout)[-800:]}
     result = json.loads((out / "result.json").read_text())
-    model = sgem.load(out / "model")
-    frame = pd.read_csv(test)
-    x = frame.drop(columns=["label", "structure"])
-    searched = np.asarray(result["routing"])[model.route(x).cluster]
     budget, board = result.get("time_budget") or {}, result.get("leaderboard") or {}
     return {  # saved_model: the MoE, or a combination (with the MoE's weight)
         "command": " ".join(cmd),
-        "K": len(set(result["routing"])),
-        "M": len(result["routing"]),
-        **recovery(frame["structure"].to_numpy(), searched),
-        "accuracy": round(float(np.mean(model.predict(x) == frame["label"].to_numpy())), 4),
+        **saved_fit(out, test),
         "wall_seconds": round(wall, 1),
         "budget_seconds": budget.get("budget_seconds"),
         "why_it_ended": budget.get("why_it_ended"),
         "n_iterations": budget.get("n_iterations"),
         "experts_auto": result.get("experts_auto"),
+        "each_k": each_k(out, test),  # every K the fit tried, on the same test file
         "saved_model": board.get("shipped", {}).get("model"),
     }
 

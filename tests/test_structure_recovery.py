@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sgem.bench.structure_recovery import recovery
 
 STRUCTURE = np.repeat([0, 1, 2], 20)
+HOLDOUT = ("test_nll", "test_nll_se")
 
 
 def test_one_to_one_is_recovered_and_separated() -> None:
@@ -47,3 +48,32 @@ def test_renaming_experts_changes_nothing(expert, names) -> None:
     assert [a[k] for k in ("recovery", "recovered", "separated")] == [
         b[k] for k in ("recovery", "recovered", "separated")
     ]
+
+
+def test_each_k_scores_every_k_a_growing_fit_kept(tmp_path) -> None:
+    """`each_k` scores every K whose model a growing fit left on the same test file (the
+    first K's only where it was chosen), with that K's holdout NLL."""
+    import json
+
+    import pandas as pd
+    from helpers import TINY_SEARCH
+
+    import sgem
+    from sgem.bench.structure_recovery import each_k, saved_fit
+
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-4, 1, (300, 2)), rng.normal(4, 1, (300, 2))]
+    frame = pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1], "structure": np.repeat([0, 1], 300)})
+    frame["label"] = np.where(x[:, 0] > x[:, 1], "p", "n")
+    frame.drop(columns="structure").iloc[::2].to_csv(tmp_path / "train.csv", index=False)
+    frame.iloc[1::2].to_csv(tmp_path / "test.csv", index=False)
+    out = tmp_path / "run"
+    config = {"search": {**TINY_SEARCH, "n_iterations": 1}}
+    options = {"progress": False, "config": config, "executor": "inline", "n_clusters": 6}
+    sgem.fit(tmp_path / "train.csv", target="label", out=out, time_budget=120, **options)
+    chosen = json.loads((out / "result.json").read_text())["experts_auto"]["chosen"]
+    got = each_k(out, tmp_path / "test.csv")
+    mine = got[str(chosen)]
+    assert mine == {**saved_fit(out, tmp_path / "test.csv"), **{k: mine[k] for k in HOLDOUT}}
+    assert mine["test_nll_se"] > 0 and set(got) <= {"2", "3"}  # (K=4 > 6 // 2 never runs)
+    assert all(0 <= v["accuracy"] <= 1 and v["K"] <= int(k) for k, v in got.items())

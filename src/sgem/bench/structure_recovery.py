@@ -3,6 +3,9 @@ experts, scored on test points (`benchmarks/mixed_csv.py`)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
@@ -35,4 +38,44 @@ def recovery(structure: np.ndarray, expert: np.ndarray) -> dict:
     }
 
 
-__all__ = ["OWN", "recovery"]
+def saved_fit(rundir: Path, test: Path) -> dict:
+    """A finished `sgem fit` run's saved model on a mixture's test file (its columns, the
+    label and the structure): the experts its search used (K) of M clusters, the searched
+    partition's `recovery` of the structures, and the saved model's accuracy."""
+    import pandas as pd
+
+    import sgem
+
+    result = json.loads((rundir / "result.json").read_text())
+    model = sgem.load(rundir / "model")
+    frame = pd.read_csv(test)
+    x = frame.drop(columns=["label", "structure"])
+    searched = np.asarray(result["routing"])[model.route(x).cluster]
+    return {
+        "K": len(set(result["routing"])),
+        "M": len(result["routing"]),
+        **recovery(frame["structure"].to_numpy(), searched),
+        "accuracy": round(float(np.mean(model.predict(x) == frame["label"].to_numpy())), 4),
+    }
+
+
+def each_k(rundir: Path, test: Path) -> dict[str, dict]:
+    """Where a fit chose K among several (`result.json["experts_auto"]`), every K whose
+    model is still there, scored as `saved_fit` (the first K's only where it was chosen:
+    its run is the fit's own directory, which the winner replaces), with its holdout NLL
+    and standard error: what another choice of K would have saved."""
+    auto = json.loads((rundir / "result.json").read_text()).get("experts_auto") or {}
+    out = {}
+    for row in auto.get("candidates", []):
+        k = row["n_experts"]
+        where = rundir / f"experts-{k}"
+        if not (where / "model").is_dir():
+            if k != auto["chosen"]:
+                continue
+            where = rundir
+        holdout = {"test_nll": row.get("test_nll"), "test_nll_se": row.get("test_nll_se")}
+        out[str(k)] = {**saved_fit(where, test), **holdout}
+    return out
+
+
+__all__ = ["OWN", "each_k", "recovery", "saved_fit"]
