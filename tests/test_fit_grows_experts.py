@@ -48,6 +48,8 @@ def test_ks_are_compared_on_the_holdout_where_every_k_has_one() -> None:
     assert "did not gain on the holdout" in _why_not_grow([*gains_on_val, worse], 100.0, k=5)
     gains_on_holdout = [{**_row(2, 0.4), "test_nll": 0.3}, {**_row(3, 0.5), "test_nll": 0.2}]
     assert _why_not_grow(gains_on_holdout, left=100.0, k=4) is None
+    floored = [{**row, "choice_nll": 0.1} for row in gains_on_holdout]
+    assert _choice_key(floored) == "choice_nll"  # (test_nll: runs from before it)
     one_without = [gains_on_holdout[0], {**_row(3, 0.5), "test_nll": None}]
     assert _choice_key(one_without) == "validation_loss"
     worse = {**_row(4, 0.6), "test_nll": 0.1}
@@ -61,15 +63,37 @@ def test_the_smallest_k_within_one_standard_error_of_the_best_is_saved() -> None
 
     def rows(*nll_se):
         return [
-            {**_row(k, 0.5), "test_nll": n, "test_nll_se": se}
+            {**_row(k, 0.5), "choice_nll": n, "choice_nll_se": se}
             for k, (n, se) in enumerate(nll_se, 2)
         ]
 
-    assert _chosen(rows((0.30, 0.02), (0.20, 0.02)), "test_nll") == 1  # K=3 gains 0.1 > 0.02
-    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.02)), "test_nll") == 1
-    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.005)), "test_nll") == 2
-    assert _chosen(rows((0.30, None), (0.091, None), (0.085, None)), "test_nll") == 2
+    assert _chosen(rows((0.30, 0.02), (0.20, 0.02)), "choice_nll") == 1  # K=3 gains 0.1 > 0.02
+    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.02)), "choice_nll") == 1
+    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.005)), "choice_nll") == 2
+    assert _chosen(rows((0.30, None), (0.091, None), (0.085, None)), "choice_nll") == 2
     assert _chosen(rows((0.30, 0.02), (0.28, 0.02)), "validation_loss") == 0  # (all 0.5)
+
+
+def test_one_certain_and_wrong_row_costs_the_k_choice_a_bounded_amount() -> None:
+    """`choice_nll` floors a classifier's probabilities (`CHOICE_FLOOR` of the uniform), so
+    a row where an expert is certain and wrong costs about -log(floor / classes), not 250;
+    a regression's is its plain NLL."""
+    import torch
+
+    from sgem.moe.scoring import CHOICE_FLOOR, choice_nll
+    from sgem.train.losses import per_sample_nll
+
+    y = np.zeros(100, dtype=np.int64)
+    logits = torch.tensor([[8.0, 0.0, 0.0]]).repeat(100, 1)
+    logits[0] = torch.tensor([-250.0, 0.0, 0.0])
+    plain = torch.nn.functional.cross_entropy(logits, torch.as_tensor(y)).item()
+    mean, se = choice_nll(logits, y, "cross_entropy")
+    assert plain > 2.4 and mean < 0.1 and se is not None and se > 0
+    assert mean * 100 < -np.log(CHOICE_FLOOR / 3) + 99 * 0.02
+    params = torch.tensor([[0.0, 1.0, 5.0]]).repeat(4, 2, 1)  # (loc, scale, df) per step
+    target = np.zeros((4, 2))
+    expected = per_sample_nll(params, torch.as_tensor(target), "student_t").mean().item()
+    assert choice_nll(params, target, "student_t")[0] == pytest.approx(expected)
 
 
 def test_only_a_budgeted_table_fit_with_k_left_open_grows(tmp_path) -> None:
@@ -112,12 +136,12 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
     tried = [row["n_experts"] for row in auto["candidates"]]
     assert tried[:2] == [2, 3] and auto["chosen"] in tried  # K=4 > 6 // 2 is never tried
     assert "chosen on the holdout" in model.result["time_budget"]["why_it_ended"]
-    best = min(auto["candidates"], key=lambda row: row["test_nll"])
-    assert best["test_nll_se"] > 0  # the holdout NLL's standard error, for the choice
+    best = min(auto["candidates"], key=lambda row: row["choice_nll"])
+    assert best["choice_nll_se"] > 0  # the holdout NLL's standard error, for the choice
     within = [
         r["n_experts"]
         for r in auto["candidates"]
-        if r["test_nll"] <= best["test_nll"] + best["test_nll_se"]
+        if r["choice_nll"] <= best["choice_nll"] + best["choice_nll_se"]
     ]
     assert auto["chosen"] == min(within) and auto["chosen_on"].startswith("the holdout")
     saved = json.loads((out / "result.json").read_text())

@@ -529,3 +529,31 @@ def test_a_sampled_scikit_learn_member_is_fitted_once_on_twice_the_rows() -> Non
     rows.clear()
     Linear().fit_evaluate(task, MethodBudget(reference_values=None))
     assert rows[:2] == [30_000, 36_000], "unsampled: a fit on train, then on train + validation"
+
+
+def test_an_moe_certain_and_wrong_on_one_row_keeps_its_weight_beside_the_members() -> None:
+    """An MoE right and sure on 99 of 100 holdout rows, certain and wrong on one (an expert
+    shown a class its clusters never had): the folds without that row would pick the MoE
+    alone and the fold with it lose about 250 there. The members keep at least
+    `MIN_MEMBERS_SHARE`, which bounds that row, so the MoE keeps most of the weight."""
+    from types import SimpleNamespace
+
+    from sgem.data.task import Split
+    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_weights import MIN_MEMBERS_SHARE, _members_then_moe
+    from sgem.methods.result import MethodResult
+
+    rng = np.random.default_rng(3)
+
+    def split(n: int) -> Split:
+        return Split(np.zeros((n, 1)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
+
+    task = SimpleNamespace(train=split(600), val=split(200), test=split(100), loss="cross_entropy")
+    y = task.test.y
+    rows = np.r_[task.train.y, task.val.y]
+    a = MethodResult("A", 0, extra={OUT_OF_FOLD: _logits(np.where(rows == 1, 0.8, 0.2))})
+    member = _logits(np.where(y == 1, 0.8, 0.2))
+    sure = np.where(y == 1, 1.0, -1.0)[:, None] * np.array([-4.0, 4.0])  # right, p = 0.9997
+    sure[0] = -125.0 * sure[0] / 4.0  # certain and wrong: NLL about 250
+    w = _members_then_moe(task, [sure, member], [a])
+    assert 0.5 < w[0] <= 1.0 - MIN_MEMBERS_SHARE + 1e-9 and w.sum() == pytest.approx(1.0)

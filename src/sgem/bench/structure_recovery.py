@@ -73,7 +73,7 @@ def each_k(rundir: Path, test: Path) -> dict[str, dict]:
             if k != auto["chosen"]:
                 continue
             where = rundir
-        holdout = {"test_nll": row.get("test_nll"), "test_nll_se": row.get("test_nll_se")}
+        holdout = {key: row.get(key) for key in ("choice_nll", "choice_nll_se", "test_nll")}
         out[str(k)] = {**saved_fit(where, test), **holdout}
     return out
 

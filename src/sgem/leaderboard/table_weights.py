@@ -19,6 +19,17 @@ from .members import OUT_OF_FOLD
 #: least this many rows)
 MIN_HOLDOUT_ROWS = 50
 
+#: the least share the scikit-learn members keep beside the MoE in `_members_then_moe`
+#: (the MoE's weight grid stops one `ROUNDS` step short of 1). Why: the MoE gives each
+#: row to one expert, which can be certain and wrong on a row of a class its clusters
+#: never had. On four mixed structures (`benchmarks/mixed_csv.py --kinds linear ring
+#: parabola xor`, seed 1, K = 4) one of 800 holdout rows had NLL 249 under the MoE alone:
+#: the folds without that row chose the MoE alone, the fold with it lost 249 on it, the
+#: cross-fitted gain failed, and the MoE got no weight, though greedy selection on
+#: validation gave it 0.68 beside gradient boosting (holdout NLL 0.077 against the saved
+#: members' 0.148)
+MIN_MEMBERS_SHARE = 1 / ROUNDS
+
 
 def table_weights(
     task: ClusteredTask,
@@ -70,25 +81,25 @@ def _members_then_moe(
     point: bool = False,
 ) -> np.ndarray:
     """A user's table's weights (the MoE's first) in two steps. The scikit-learn members'
-    shares by greedy selection on every row: their out-of-fold outputs on train +
-    validation and their holdout outputs. Then the MoE's weight, the share of the
-    `ROUNDS` grid whose mixture with those members scores best on the holdout, kept only
-    where it gains over the members alone on holdout rows it was not chosen on (five-fold
-    cross-fitted, by `COMBINE_MARGIN_SE` standard errors). Why: the holdout alone (91 rows
-    on breast cancer) gave gradient boosting half the weight on two of three splits although
-    logistic regression beat it on the full table; the MoE has holdout outputs only, and an
-    overconfident network given 0.44 of the weight on those rows cost 2.6 points of test
-    accuracy (0.956 against logistic regression's 0.982). On a holdout of fewer than
-    `MIN_HOLDOUT_ROWS` rows the MoE gets no weight: on statecrime's 8 (a 51-row table)
-    its weight came out 1.0, one standard error ahead, and the saved MoE's test RMSE was
-    1.15x ridge regression's. `point`: a regression's weights minimise the squared error
-    of the mean instead of the NLL (`combination_scores`)."""
+    shares by greedy selection on every row: their out-of-fold outputs on train + validation
+    and their holdout outputs. Then the MoE's weight, the share of the `ROUNDS` grid (short
+    of 1 by `MIN_MEMBERS_SHARE`) whose mixture with those members scores best on the
+    holdout, kept only where it gains over the members alone on holdout rows it was not
+    chosen on (five-fold cross-fitted, by `COMBINE_MARGIN_SE` standard errors). Why: the
+    holdout alone (91 rows on breast cancer) gave gradient boosting half the weight on two
+    of three splits although logistic regression beat it on the full table; the MoE has
+    holdout outputs only, and an overconfident network given 0.44 of the weight on those
+    rows cost 2.6 points of test accuracy (0.956 against logistic regression's 0.982). On a
+    holdout of fewer than `MIN_HOLDOUT_ROWS` rows the MoE gets no weight: on statecrime's 8
+    (a 51-row table) its weight came out 1.0, one standard error ahead, and the saved MoE's
+    test RMSE was 1.15x ridge regression's. `point`: a regression's weights minimise the
+    squared error of the mean instead of the NLL (`combination_scores`)."""
     y_rows = np.concatenate([task.train.y, task.val.y, task.test.y])
     shares = greedy_ensemble(_rows_of(ready, holdout_outs), y_rows, task.loss, point=point)
     if len(task.test.y) < MIN_HOLDOUT_ROWS:  # too few rows to weigh the MoE on
         return np.r_[0.0, shares]
     score = combination_scores(holdout_outs, task.test.y, task.loss, point)
-    grid = np.arange(ROUNDS + 1) / ROUNDS
+    grid = np.linspace(0.0, 1.0 - MIN_MEMBERS_SHARE, ROUNDS)  # steps of 1 / ROUNDS
 
     def mixed(w0: float, at: np.ndarray) -> np.ndarray:
         return score(np.r_[w0, (1 - w0) * shares], at)
@@ -112,4 +123,4 @@ def _rows_of(ready: list[MethodResult], holdout_outs: list[np.ndarray]) -> list[
     return [np.concatenate([m.extra[OUT_OF_FOLD], o]) for m, o in pairs]
 
 
-__all__ = ["MIN_HOLDOUT_ROWS", "table_weights"]
+__all__ = ["MIN_HOLDOUT_ROWS", "MIN_MEMBERS_SHARE", "table_weights"]

@@ -38,9 +38,10 @@ def fit_auto_experts(
     planned search ends when its configured iterations are done, often at a fraction of the
     budget, and K is what the rest buys most reliably (`sgem.run.budget`).
 
-    The winner is the K whose searched MoE has the lowest holdout NLL (`_choice_key`): the
-    part of the file that no choice inside any K's run was made on, where the final networks
-    (retrained on train + validation) are scored as they are saved. Each K's validation loss
+    The winner is the smallest K whose searched MoE's holdout NLL (`_choice_key`) is within
+    one standard error of the best K's (`_chosen`): the holdout is the part of the file
+    that no choice inside any K's run was made on, where the final networks (retrained on
+    train + validation) are scored as they are saved. Each K's validation loss
     (its returned regions' search-stage losses, weighted by region size) is reported beside
     it and decides only where a run has no holdout score. Its model is copied to
     `out/model` and its result.json to `out/result.json` with an `experts_auto` report of
@@ -91,7 +92,8 @@ def fit_auto_experts(
                     "n_clusters": len(result["routing"]),
                     "validation_loss": val_loss,
                     "test_nll": result["test_nll"],
-                    "test_nll_se": result.get("test_nll_se"),
+                    "choice_nll": result.get("choice_nll"),
+                    "choice_nll_se": result.get("choice_nll_se"),
                     "seconds": round(time.perf_counter() - begun, 1),
                     "reused_seconds": _reused_seconds(result),
                     "budget_seconds": None if budget is None else round(budget, 1),
@@ -150,18 +152,26 @@ GROW_PATIENCE = 2
 
 
 #: what `_choice_key`'s answer is, in words
-_CHOSEN_ON = {"test_nll": "the holdout", "validation_loss": "validation"}
+_CHOSEN_ON = {
+    "choice_nll": "the holdout",
+    "test_nll": "the holdout",
+    "validation_loss": "validation",
+}
 
 
 def _choice_key(report: list[dict]) -> str:
     """The report field the Ks are compared on: the searched MoE's holdout NLL where every K
-    has one, else the search's validation loss. Why the holdout: validation scored the
-    search-stage networks each K's search chose among (and a larger K chooses more); the
-    holdout scores the final MoE as saved, and nothing was chosen on it. On a CSV of three
-    mixed structures (`benchmarks/mixed_csv.py`) validation preferred K = 4 on a seed where
-    K = 3's holdout NLL was 0.078 against K = 4's 0.114."""
-    holdout = all(_finite(row.get("test_nll")) for row in report)
-    return "test_nll" if holdout else "validation_loss"
+    has one (`choice_nll`: a classifier's probabilities floored, `sgem.moe.scoring.
+    choice_nll`; `test_nll` for a run from before it was recorded), else the search's
+    validation loss. Why the holdout: validation scored the search-stage networks each K's
+    search chose among (and a larger K chooses more); the holdout scores the final MoE as
+    saved, and nothing was chosen on it. On a CSV of three mixed structures
+    (`benchmarks/mixed_csv.py`) validation preferred K = 4 on a seed where K = 3's holdout
+    NLL was 0.078 against K = 4's 0.114."""
+    for key in ("choice_nll", "test_nll"):
+        if all(_finite(row.get(key)) for row in report):
+            return key
+    return "validation_loss"
 
 
 def _best(report: list[dict], key: str) -> int:
@@ -172,14 +182,14 @@ def _best(report: list[dict], key: str) -> int:
 def _chosen(report: list[dict], key: str) -> int:
     """The index of the K saved: the smallest K whose holdout NLL is within one standard
     error of the best K's (the one-standard-error rule, Hastie, Tibshirani & Friedman 2009,
-    section 7.10), else (no holdout, or no standard error recorded) the best. Why: a larger
-    K has more experts to fit on fewer rows each, and a gain smaller than the rows drawn
-    can give is no reason to take them. On three mixed structures at 3m
+    section 7.10), else (validation, or no standard error recorded) the best. Why: a
+    larger K has more experts to fit on fewer rows each, and a gain smaller than the rows
+    drawn can give is no reason to take them. On three mixed structures at 3m
     (`benchmarks/mixed_csv.py`, seed 2) K = 5 beat K = 3 by 0.006 holdout NLL, and two
     experts split one structure between them."""
     best = _best(report, key)
-    se = report[best].get("test_nll_se")
-    if key != "test_nll" or not _finite(se):
+    se = report[best].get(f"{key}_se")
+    if key == "validation_loss" or not _finite(se):
         return best
     bound = report[best][key] + se
     within = [i for i, row in enumerate(report) if row[key] <= bound]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..data.task import ClusteredTask
 from ..methods.result import MethodResult
-from ..moe.scoring import nll_standard_error, without_moe_densities
+from ..moe.scoring import choice_nll, without_moe_densities
 from ..search.sgem import SearchResult
 from .budget_arithmetic import left_for_final
 from .budget_clock import BudgetClock
@@ -91,6 +91,7 @@ def result_json(
     moe = final.report.to_json()
     row = final.row(task)
     out = final.outputs()
+    chosen_on = (None, None) if out is None else choice_nll(out, np.asarray(task.test.y), task.loss)
     return (
         {
             "task": task.name,
@@ -106,10 +107,10 @@ def result_json(
             "selection": found.selection,
             "test_accuracy": row["test_accuracy"],
             "test_nll": row["test_nll"],
-            # (how far a mean NLL may move by the holdout rows drawn: the K choice's margin)
-            "test_nll_se": None
-            if out is None
-            else nll_standard_error(out, np.asarray(task.test.y), task.loss),
+            # what Ks are compared on (`sgem.run.experts_choice`): the holdout NLL with a
+            # classifier's probabilities floored, and its standard error
+            "choice_nll": chosen_on[0],
+            "choice_nll_se": chosen_on[1],
             "per_expert_test_accuracy": row["per_expert_test_accuracy"],
             "n_trained": found.n_trained,
             # optimiser steps each final expert trained for; with final_length "validation"
