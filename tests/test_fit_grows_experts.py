@@ -56,22 +56,32 @@ def test_ks_are_compared_on_the_holdout_where_every_k_has_one() -> None:
     assert "did not gain on validation" in _why_not_grow([*one_without, worse], 100.0, k=5)
 
 
-def test_the_smallest_k_within_one_standard_error_of_the_best_is_saved() -> None:
-    """The one-standard-error rule: a larger K must gain more than the holdout rows drawn
-    can give; without a standard error (a run from before it was recorded) the best wins."""
+def test_the_smallest_k_within_one_paired_standard_error_of_the_best_is_saved() -> None:
+    """A larger K must beat a smaller one on the same holdout rows by more than one standard
+    error of their per-row difference; without every K's rows the best K wins."""
     from sgem.run.experts_choice import _chosen
 
-    def rows(*nll_se):
-        return [
-            {**_row(k, 0.5), "choice_nll": n, "choice_nll_se": se}
-            for k, (n, se) in enumerate(nll_se, 2)
-        ]
+    rng = np.random.default_rng(0)
+    hard = rng.exponential(0.1, 400)  # every K's rows share this difficulty
+    k2, k3 = hard + 0.2, hard + rng.normal(0.0, 0.05, 400)
 
-    assert _chosen(rows((0.30, 0.02), (0.20, 0.02)), "choice_nll") == 1  # K=3 gains 0.1 > 0.02
-    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.02)), "choice_nll") == 1
-    assert _chosen(rows((0.30, 0.02), (0.091, 0.02), (0.085, 0.005)), "choice_nll") == 2
-    assert _chosen(rows((0.30, None), (0.091, None), (0.085, None)), "choice_nll") == 2
-    assert _chosen(rows((0.30, 0.02), (0.28, 0.02)), "validation_loss") == 0  # (all 0.5)
+    def report(rows):
+        return [{**_row(k, 0.5), "choice_nll": float(r.mean())} for k, r in enumerate(rows, 2)]
+
+    assert _chosen(report([k2, k3]), "choice_nll", [k2, k3]) == 1  # K=3 clearly ahead
+    e = rng.normal(0.0, 0.02, 400)
+    e -= e.mean()  # per-row noise between two Ks: their paired difference's se is 0.001
+    close = k3 - 0.0005 + e  # K=4 ahead of K=3 by half a paired se
+    rows = report([k2, k3, close])
+    assert _chosen(rows, "choice_nll", [k2, k3, close]) == 1
+    assert rows[1]["paired_difference_to_best"] == pytest.approx(0.0005)
+    assert rows[2]["paired_difference_to_best"] == 0.0
+    clear = k3 - 0.004 + e  # ... by four: within the rows' own spread, yet a real gain
+    assert k3.std() / np.sqrt(400) > 0.004
+    assert _chosen(report([k2, k3, clear]), "choice_nll", [k2, k3, clear]) == 2
+    assert _chosen(report([k2, k3, close]), "choice_nll", [k2, k3, None]) == 2  # (no rows)
+    assert _chosen(report([k2, k3, close]), "choice_nll") == 2
+    assert _chosen(report([k2, k3]), "validation_loss", [k2, k3]) == 0  # (both 0.5: the first)
 
 
 def test_one_certain_and_wrong_row_costs_the_k_choice_a_bounded_amount() -> None:
@@ -87,13 +97,13 @@ def test_one_certain_and_wrong_row_costs_the_k_choice_a_bounded_amount() -> None
     logits = torch.tensor([[8.0, 0.0, 0.0]]).repeat(100, 1)
     logits[0] = torch.tensor([-250.0, 0.0, 0.0])
     plain = torch.nn.functional.cross_entropy(logits, torch.as_tensor(y)).item()
-    mean, se = choice_nll(logits, y, "cross_entropy")
-    assert plain > 2.4 and mean < 0.1 and se is not None and se > 0
-    assert mean * 100 < -np.log(CHOICE_FLOOR / 3) + 99 * 0.02
+    rows = choice_nll(logits, y, "cross_entropy")
+    assert plain > 2.4 and rows.mean() < 0.1 and rows.shape == (100,)
+    assert rows[0] == pytest.approx(-np.log(CHOICE_FLOOR / 3), rel=1e-3)
     params = torch.tensor([[0.0, 1.0, 5.0]]).repeat(4, 2, 1)  # (loc, scale, df) per step
     target = np.zeros((4, 2))
     expected = per_sample_nll(params, torch.as_tensor(target), "student_t").mean().item()
-    assert choice_nll(params, target, "student_t")[0] == pytest.approx(expected)
+    assert choice_nll(params, target, "student_t").mean() == pytest.approx(expected)
 
 
 def test_only_a_budgeted_table_fit_with_k_left_open_grows(tmp_path) -> None:
@@ -137,15 +147,20 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
     assert tried[:2] == [2, 3] and auto["chosen"] in tried  # K=4 > 6 // 2 is never tried
     assert "chosen on the holdout" in model.result["time_budget"]["why_it_ended"]
     best = min(auto["candidates"], key=lambda row: row["choice_nll"])
-    assert best["choice_nll_se"] > 0  # the holdout NLL's standard error, for the choice
+    assert best["paired_difference_to_best"] == 0.0
     within = [
         r["n_experts"]
         for r in auto["candidates"]
-        if r["choice_nll"] <= best["choice_nll"] + best["choice_nll_se"]
+        if r["paired_difference_to_best"] <= r["paired_difference_se"]
     ]
     assert auto["chosen"] == min(within) and auto["chosen_on"].startswith("the holdout")
     saved = json.loads((out / "result.json").read_text())
     assert saved["experts_auto"]["chosen"] == auto["chosen"]
+    # the winner's per-row holdout NLL lies beside its result.json, as in every run
+    from sgem.run.rundir import RunDirectory
+
+    rows = RunDirectory(out).holdout_nll()
+    assert rows is not None and rows.mean() == pytest.approx(saved["choice_nll"])
     # the scikit-learn references do not depend on K: K = 3's run reuses K = 2's
     first, second = auto["candidates"][:2]
     assert first["reused_seconds"] > 0 and second["reused_seconds"] == 0.0

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sgem.bench.structure_recovery import recovery
 
 STRUCTURE = np.repeat([0, 1, 2], 20)
-HOLDOUT = ("choice_nll", "choice_nll_se", "test_nll")
+HOLDOUT = ("choice_nll", "test_nll")
 
 
 def test_one_to_one_is_recovered_and_separated() -> None:
@@ -75,5 +75,5 @@ def test_each_k_scores_every_k_a_growing_fit_kept(tmp_path) -> None:
     got = each_k(out, tmp_path / "test.csv")
     mine = got[str(chosen)]
     assert mine == {**saved_fit(out, tmp_path / "test.csv"), **{k: mine[k] for k in HOLDOUT}}
-    assert mine["choice_nll_se"] > 0 and set(got) <= {"2", "3"}  # (K=4 > 6 // 2 never runs)
+    assert mine["choice_nll"] > 0 and set(got) <= {"2", "3"}  # (K=4 > 6 // 2 never runs)
     assert all(0 <= v["accuracy"] <= 1 and v["K"] <= int(k) for k, v in got.items())

@@ -62,8 +62,8 @@ def saved_fit(rundir: Path, test: Path) -> dict:
 def each_k(rundir: Path, test: Path) -> dict[str, dict]:
     """Where a fit chose K among several (`result.json["experts_auto"]`), every K whose
     model is still there, scored as `saved_fit` (the first K's only where it was chosen:
-    its run is the fit's own directory, which the winner replaces), with its holdout NLL
-    and standard error: what another choice of K would have saved."""
+    its run is the fit's own directory, which the winner replaces), with its holdout
+    NLLs: what another choice of K would have saved."""
     auto = json.loads((rundir / "result.json").read_text()).get("experts_auto") or {}
     out = {}
     for row in auto.get("candidates", []):
@@ -73,7 +73,7 @@ def each_k(rundir: Path, test: Path) -> dict[str, dict]:
             if k != auto["chosen"]:
                 continue
             where = rundir
-        holdout = {key: row.get(key) for key in ("choice_nll", "choice_nll_se", "test_nll")}
+        holdout = {key: row.get(key) for key in ("choice_nll", "test_nll")}
         out[str(k)] = {**saved_fit(where, test), **holdout}
     return out
 

@@ -43,26 +43,24 @@ def forecast_metrics(
 CHOICE_FLOOR = 0.01
 
 
-def choice_nll(out: torch.Tensor, y: np.ndarray, loss: str) -> tuple[float, float | None]:
-    """The holdout NLL Ks are compared on (`sgem.run.experts_choice`) and its standard error
-    (the spread of the per-sample NLLs over the root of their count: how far two mean
-    NLLs may differ by the rows drawn alone). A classifier's probabilities are first mixed
-    with `CHOICE_FLOOR` of the uniform distribution, so one row costs at most about
-    -log(CHOICE_FLOOR / classes). Why: an expert owns whole clusters, and on a row of a
-    class its clusters never had it can be certain and wrong - on four mixed structures
-    (`benchmarks/mixed_csv.py --kinds linear ring parabola xor`, seed 1) one of 800
-    holdout rows had NLL 249 under K = 4, whose MoE was the most accurate (test accuracy
-    0.979 against K = 2's 0.935), and that row alone made its holdout NLL 0.36 against
-    K = 2's 0.19. A saved combination mixes the MoE with its members, which bounds such
-    a row the same way (`sgem.leaderboard.table_weights`)."""
+def choice_nll(out: torch.Tensor, y: np.ndarray, loss: str) -> np.ndarray:
+    """Per holdout sample, the NLL Ks are compared on (`sgem.run.experts_choice`, paired
+    row by row). A classifier's probabilities are first mixed with `CHOICE_FLOOR` of the
+    uniform distribution, so one row costs at most about -log(CHOICE_FLOOR / classes).
+    Why: an expert owns whole clusters, and on a row of a class its clusters never had it
+    can be certain and wrong - on four mixed structures (`benchmarks/mixed_csv.py --kinds
+    linear ring parabola xor`, seed 1) one of 800 holdout rows had NLL 249 under K = 4,
+    whose MoE was the most accurate (test accuracy 0.979 against K = 2's 0.935), and that
+    row alone made its holdout NLL 0.36 against K = 2's 0.19. A table's saved combination
+    keeps a share of its members beside the MoE, which bounds such a row the same way
+    (`sgem.leaderboard.table_weights.MIN_MEMBERS_SHARE`)."""
     target = torch.as_tensor(y, device=out.device)
     if loss == "cross_entropy":
         p = torch.softmax(out.double(), dim=1).gather(1, target.long().view(-1, 1))[:, 0]
-        nll = -torch.log((1 - CHOICE_FLOOR) * p + CHOICE_FLOOR / out.shape[1]).cpu()
+        nll = -torch.log((1 - CHOICE_FLOOR) * p + CHOICE_FLOOR / out.shape[1])
     else:
-        nll = per_sample_nll(out, target, loss).double().cpu()
-    se = float(nll.std() / len(nll) ** 0.5) if len(nll) > 1 else None
-    return float(nll.mean()), se
+        nll = per_sample_nll(out, target, loss).double()
+    return nll.cpu().numpy()
 
 
 def score_outputs(

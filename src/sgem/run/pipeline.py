@@ -51,6 +51,7 @@ from .early_references import CLASSICAL_FILE, classical_first, table_references
 from .input_fingerprint import input_fingerprint
 from .run_result import (
     MODEL_DIR,
+    choice_rows,
     model_info,
     model_metrics,
     result_json,
@@ -470,15 +471,14 @@ def _stages(
         except Exception as exc:  # figures are a report: the model is saved
             log.warning("the run's figures could not be drawn: %s", exc)
             result["figures_error"] = f"{type(exc).__name__}: {exc}"
-    # where the time went (exclusive seconds per phase; sgem.execution.timing): written last, so the
-    # model and figures count too
+    # where the time went (exclusive seconds per phase): written last, so figures count too
     timing["reporting"] = time.perf_counter() - t0
     result["timing"] = {k: round(v, 3) for k, v in timing.items()}
     result["wall_seconds"] = round(clock.elapsed(), 3)
     result["clock"] = clock.report()
     if plan is not None:
         result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg)
-    rundir.write_result(result)
+    rundir.write_result(result, choice_rows(task, final))
     return result
 
 

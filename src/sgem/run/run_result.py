@@ -82,6 +82,12 @@ def _replanned(plan: dict) -> str:
     return f" (planned for the {again['seconds_left']:.0f} s left: {again['final_length']})"
 
 
+def choice_rows(task: ClusteredTask, final: MethodResult) -> np.ndarray | None:
+    """The final MoE's per-row holdout NLL that Ks are compared on (`choice_nll`)."""
+    out = final.outputs()
+    return None if out is None else choice_nll(out, np.asarray(task.test.y), task.loss)
+
+
 def result_json(
     task: ClusteredTask, found: SearchResult, final: MethodResult, seed: int, seconds: float
 ) -> dict:
@@ -90,8 +96,7 @@ def result_json(
     assert final.report is not None, "result.json describes a final MoE"
     moe = final.report.to_json()
     row = final.row(task)
-    out = final.outputs()
-    chosen_on = (None, None) if out is None else choice_nll(out, np.asarray(task.test.y), task.loss)
+    rows = choice_rows(task, final)
     return (
         {
             "task": task.name,
@@ -108,9 +113,8 @@ def result_json(
             "test_accuracy": row["test_accuracy"],
             "test_nll": row["test_nll"],
             # what Ks are compared on (`sgem.run.experts_choice`): the holdout NLL with a
-            # classifier's probabilities floored, and its standard error
-            "choice_nll": chosen_on[0],
-            "choice_nll_se": chosen_on[1],
+            # classifier's probabilities floored (per row: `RunDirectory.holdout_nll`)
+            "choice_nll": None if rows is None else float(rows.mean()),
             "per_expert_test_accuracy": row["per_expert_test_accuracy"],
             "n_trained": found.n_trained,
             # optimiser steps each final expert trained for; with final_length "validation"

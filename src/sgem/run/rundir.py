@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from ..atomic import append_line, write_atomic
@@ -27,6 +28,9 @@ TRACE = "trace.jsonl"
 STORE = "store.sqlite"
 RESULT = "result.json"
 LOCK = "run.lock"
+#: the searched MoE's per-row holdout NLL, what the K choice compares runs on row by row
+#: (`sgem.run.experts_choice`); safetensors, never unpickled
+HOLDOUT_NLL = "holdout_nll.safetensors"
 #: data given to `sgem.fit` in memory, written before the run claims the directory
 INPUT = "input"
 
@@ -254,8 +258,25 @@ class RunDirectory:
         and a resume rewrites the trace from its checkpoint)."""
         append_line(self.file(name), dumps(record))
 
-    def write_result(self, result: dict) -> None:
+    def write_result(self, result: dict, holdout_nll: Any = None) -> None:
+        """result.json, written last: its presence marks the run complete. Before it, the
+        per-row holdout NLL (`HOLDOUT_NLL`) where one is given."""
+        if holdout_nll is not None:
+            from safetensors.numpy import save
+
+            rows = {"nll": np.ascontiguousarray(holdout_nll, dtype=np.float64)}
+            write_atomic(self.file(HOLDOUT_NLL), save(rows))
         write_atomic(self.file(RESULT), json.dumps(result, default=_json_default, indent=2))
+
+    def holdout_nll(self) -> np.ndarray | None:
+        """The per-row holdout NLL `write_result` kept, or None (none kept, or unreadable:
+        a comparison then falls back to the means in result.json)."""
+        from safetensors.numpy import load
+
+        try:
+            return load(self.file(HOLDOUT_NLL).read_bytes())["nll"]
+        except Exception:  # (absent, torn or edited: the choice does without it)
+            return None
 
     def read_result(self) -> dict:
         return self._parsed(RESULT, json.loads, "a run's result")
