@@ -161,6 +161,11 @@ def test_a_budgeted_fit_tries_a_larger_k_and_keeps_the_better_one(tmp_path) -> N
 
     rows = RunDirectory(out).holdout_nll()
     assert rows is not None and rows.mean() == pytest.approx(saved["choice_nll"])
+    from sgem.cli.commands import experts_lines  # what `sgem fit` prints of the choice
+
+    printed = experts_lines(auto)
+    assert printed[0].startswith("  K=2: validation loss") and "against the best" in printed[0]
+    assert printed[-1] == f"  chose K={auto['chosen']} on {auto['chosen_on']}"
     # the scikit-learn references do not depend on K: K = 3's run reuses K = 2's
     first, second = auto["candidates"][:2]
     assert first["reused_seconds"] > 0 and second["reused_seconds"] == 0.0

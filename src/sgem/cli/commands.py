@@ -104,15 +104,24 @@ def _fit(args: argparse.Namespace) -> int:
     if result.get("reused"):  # (the same data and config: nothing was trained)
         print(f"(the finished fit already in {out} is shown; give another --out to fit again)")
     if "experts_auto" in result:
-        auto = result["experts_auto"]
-        for row in auto["candidates"]:
-            holdout = row.get("test_nll")
-            also = "" if holdout is None else f", holdout NLL {holdout:.4g}"
-            print(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}{also}")
-        print(f"  chose K={auto['chosen']} on {auto.get('chosen_on', 'validation')}")
+        print("\n".join(experts_lines(result["experts_auto"])))
     print(summarise(result))
     print(f"  run directory: {out}\n  predict with: sgem predict {out} NEW_DATA --out preds.csv")
     return 0
+
+
+def experts_lines(auto: dict) -> list[str]:
+    """What `sgem fit` prints of a choice among several K (`result.json["experts_auto"]`):
+    each K's validation loss and holdout NLL, with its paired difference to the best K."""
+    lines = []
+    for row in auto["candidates"]:
+        holdout = row.get("choice_nll", row.get("test_nll"))
+        also = "" if holdout is None else f", holdout NLL {holdout:.4g}"
+        if row.get("paired_difference_se") is not None:  # (row by row against the best)
+            diff, se = row["paired_difference_to_best"], row["paired_difference_se"]
+            also += f" ({diff:+.3g} +/- {se:.2g} against the best)"
+        lines.append(f"  K={row['n_experts']}: validation loss {row['validation_loss']:.4g}{also}")
+    return [*lines, f"  chose K={auto['chosen']} on {auto.get('chosen_on', 'validation')}"]
 
 
 def _quantiles(text: str) -> tuple[float, ...]:
