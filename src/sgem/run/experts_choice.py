@@ -196,8 +196,8 @@ def _chosen(report: list[dict], key: str, rows: list[np.ndarray | None] | None =
     report row. Why: a larger K has more experts to fit on fewer rows each, and a gain the
     rows drawn can give alone is no reason to take them; paired, because every K is scored
     on the same rows, whose difficulty varies far more than the Ks do. On three mixed
-    structures at 3m (`benchmarks/mixed_csv.py`, seeds 1 and 2) K = 5 beat K = 3 by 0.01
-    holdout NLL, and two experts split one structure between them; unpaired, one standard
+    structures at 3m (`benchmarks/mixed_csv.py`, seeds 1 and 2) K = 5 beat K = 3 by 0.012
+    and 0.005 holdout NLL, and two experts split one structure between them; unpaired, one standard
     error (0.014) also kept K = 3 on four structures where K = 4 was 0.011 ahead and gave
     each structure its expert."""
     best = _best(report, key)
