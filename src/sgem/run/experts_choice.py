@@ -40,12 +40,12 @@ def fit_auto_experts(
     planned search ends when its configured iterations are done, often at a fraction of the
     budget, and K is what the rest buys most reliably (`sgem.run.budget`).
 
-    The winner is the smallest K whose searched MoE's holdout NLL (`_choice_key`) is within
-    one standard error of the best K's (`_chosen`): the holdout is the part of the file
-    that no choice inside any K's run was made on, where the final networks (retrained on
-    train + validation) are scored as they are saved. Each K's validation loss
-    (its returned regions' search-stage losses, weighted by region size) is reported beside
-    it and decides only where a run has no holdout score. Its model is copied to
+    The winner is the smallest K whose searched MoE's holdout NLL (`_choice_key`) is not
+    worse than the best K's by one standard error of their per-row difference (`_chosen`):
+    the holdout is the part of the file that no choice inside any K's run was made on, where
+    the final networks (retrained on train + validation) are scored as they are saved. Each
+    K's validation loss (its returned regions' search-stage losses, weighted by region size)
+    is reported beside it and decides only where a run has no holdout score. Its model is copied to
     `out/model` and its result.json to `out/result.json` with an `experts_auto` report of
     every K. A K whose search leaves an expert without a cluster is reported with the
     experts it really uses (`n_experts_used`)."""
@@ -65,9 +65,8 @@ def fit_auto_experts(
     total = None if total is None else parse_duration(total)
     report: list[dict] = []
     runs: list[tuple[int, dict, Path]] = []
-    holdout_rows: list[
-        np.ndarray | None
-    ] = []  # each K's per-row holdout NLL, for the paired choice
+    # each K's per-row holdout NLL, for the paired choice
+    holdout_rows: list[np.ndarray | None] = []
     stop = "every candidate K ran"
     with shared_table_references():  # (they do not depend on K)
         for i, k in enumerate(candidates):
@@ -189,17 +188,17 @@ def _best(report: list[dict], key: str) -> int:
 
 def _chosen(report: list[dict], key: str, rows: list[np.ndarray | None] | None = None) -> int:
     """The index of the K saved: the smallest K whose holdout NLL is not worse than the best
-    K's by more than one standard error of their paired per-row difference (`rows`: each
-    K's per-row holdout NLL, the same rows for every K; a paired one-standard-error rule,
-    after Hastie, Tibshirani & Friedman 2009, section 7.10), else (validation, or rows
-    missing) the best. Each K's difference and its standard error are written into its
-    report row. Why: a larger K has more experts to fit on fewer rows each, and a gain the
-    rows drawn can give alone is no reason to take them; paired, because every K is scored
-    on the same rows, whose difficulty varies far more than the Ks do. On three mixed
-    structures at 3m (`benchmarks/mixed_csv.py`, seeds 1 and 2) K = 5 beat K = 3 by 0.012
-    and 0.005 holdout NLL, and two experts split one structure between them; unpaired, one standard
-    error (0.014) also kept K = 3 on four structures where K = 4 was 0.011 ahead and gave
-    each structure its expert."""
+    K's by more than one standard error of their paired per-row difference (`rows`: each K's
+    per-row holdout NLL, the same rows for every K; a paired one-standard-error rule, after
+    Hastie, Tibshirani & Friedman 2009, section 7.10), else (validation, or rows missing)
+    the best. Each K's difference and its standard error are written into its report row.
+    Why: a larger K has more experts to fit on fewer rows each, and a gain the rows drawn
+    can give alone is no reason to take them; paired, because every K is scored on the same
+    rows, whose difficulty varies far more than the Ks do. On three mixed structures at 3m
+    (`benchmarks/mixed_csv.py`, seeds 1 and 2) K = 5 beat K = 3 by 0.012 and 0.005 holdout
+    NLL, and two experts split one structure between them; unpaired, one standard error
+    (0.014) also kept K = 3 on four structures where K = 4 was 0.011 ahead and gave each
+    structure its expert."""
     best = _best(report, key)
     arrays = [r for r in rows or [] if r is not None]
     if key != "choice_nll" or len(arrays) != len(report) or len({len(a) for a in arrays}) != 1:
