@@ -165,6 +165,11 @@ def _tensor_cases(base: str, root: Path, f: str) -> list[Case]:
     for name, value in sorted(arrays.items()):
         if value.dtype.kind == "f" and value.size:
             for bad in (np.nan, np.inf, -np.inf):
+                if name.endswith("num_threshold") and bad == np.inf:
+                    # a threshold scikit-learn writes itself (a split sending every value
+                    # left and the missing ones right): only the checksum this case
+                    # recomputes could tell it from the saved one
+                    continue
 
                 def nonfinite(a, name=name, bad=bad):
                     a[name] = a[name].copy()

@@ -186,6 +186,7 @@ def _first(mask):
         ("feature_idx", lambda a, s: (a.__setitem__(_first(s), 5), a)[1], "feature"),
         ("value", lambda a, s: (a.__setitem__(3, np.nan), a)[1], "non-finite"),
         ("num_threshold", lambda a, s: (a.__setitem__(_first(s), np.nan), a)[1], "NaN"),
+        ("num_threshold", lambda a, s: (a.__setitem__(_first(s), -np.inf), a)[1], "-inf"),
         ("left", lambda a, s: a.astype(np.int32), "int64"),
         ("value", lambda a, s: a.astype(np.float32), "float64"),
         ("is_leaf", lambda a, s: a[:-1], "shape"),

@@ -179,8 +179,9 @@ class PortableModel:
             out[name] = _array(arrays, name, np.float64, (n,))
         for name in NODE_INT:
             out[name] = _array(arrays, name, np.int64, (n,))
-        if np.any(np.isnan(out["num_threshold"])):
-            raise ValueError("array 'num_threshold' has NaN values")
+        threshold = out["num_threshold"]  # +inf: scikit-learn's split on missing values
+        if np.any(np.isnan(threshold) | (threshold == -np.inf)):
+            raise ValueError("array 'num_threshold' has NaN or -inf values")
         for name in ("missing_go_to_left", "is_leaf"):
             if np.any((out[name] != 0) & (out[name] != 1)):
                 raise ValueError(f"array {name!r} must hold only 0 and 1")
