@@ -425,7 +425,8 @@ def _stages(
     timing["calibration"] = calibration.seconds
     t0 = time.perf_counter()
     with clock.timed("scoring"):  # the searched MoE's holdout scores for result.json
-        result = result_json(task, found, final, seed, time.perf_counter() - start)
+        holdout_nll = choice_rows(task, final)  # per row, what a choice of K compares
+        result = result_json(task, found, final, seed, time.perf_counter() - start, holdout_nll)
     result |= calibration.result_fields()
     if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
         result |= target_units(task, final)
@@ -456,8 +457,7 @@ def _stages(
     result["model"] = MODEL_DIR
     from ..report.figures import draw_run_figures  # matplotlib only once a run has finished
 
-    # result.json is written once, last: its presence means the run is complete, so a kill
-    # while drawing leaves a run that resumes (and a failed figure never fails the run)
+    # result.json is written once, last: it marks the run complete (a kill here resumes)
     with clock.timed("figures"):
         try:
             draw_run_figures(
@@ -478,7 +478,7 @@ def _stages(
     result["clock"] = clock.report()
     if plan is not None:
         result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg)
-    rundir.write_result(result, choice_rows(task, final))
+    rundir.write_result(result, holdout_nll)
     return result
 
 

@@ -89,14 +89,19 @@ def choice_rows(task: ClusteredTask, final: MethodResult) -> np.ndarray | None:
 
 
 def result_json(
-    task: ClusteredTask, found: SearchResult, final: MethodResult, seed: int, seconds: float
+    task: ClusteredTask,
+    found: SearchResult,
+    final: MethodResult,
+    seed: int,
+    seconds: float,
+    holdout_nll: np.ndarray | None,
 ) -> dict:
     """result.json's content: the search, the final stage and every metric of the final
-    MoE's row (`MethodResult.row`, the one row of every method)."""
+    MoE's row (`MethodResult.row`, the one row of every method); `holdout_nll`: its
+    `choice_rows`, whose mean is the `choice_nll` Ks are compared on."""
     assert final.report is not None, "result.json describes a final MoE"
     moe = final.report.to_json()
     row = final.row(task)
-    rows = choice_rows(task, final)
     return (
         {
             "task": task.name,
@@ -114,7 +119,7 @@ def result_json(
             "test_nll": row["test_nll"],
             # what Ks are compared on (`sgem.run.experts_choice`): the holdout NLL with a
             # classifier's probabilities floored (per row: `RunDirectory.holdout_nll`)
-            "choice_nll": None if rows is None else float(rows.mean()),
+            "choice_nll": None if holdout_nll is None else float(holdout_nll.mean()),
             "per_expert_test_accuracy": row["per_expert_test_accuracy"],
             "n_trained": found.n_trained,
             # optimiser steps each final expert trained for; with final_length "validation"

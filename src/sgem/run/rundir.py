@@ -258,7 +258,7 @@ class RunDirectory:
         and a resume rewrites the trace from its checkpoint)."""
         append_line(self.file(name), dumps(record))
 
-    def write_result(self, result: dict, holdout_nll: Any = None) -> None:
+    def write_result(self, result: dict, holdout_nll: np.ndarray | None = None) -> None:
         """result.json, written last: its presence marks the run complete. Before it, the
         per-row holdout NLL (`HOLDOUT_NLL`) where one is given."""
         if holdout_nll is not None:
