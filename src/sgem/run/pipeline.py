@@ -5,7 +5,8 @@ A run is fully described by its run config (`sgem.run.runconfig`: task, space, s
 experiment path behind `sgem run` (a preset: `run_experiment`), `sgem fit` and the Python
 API; `resume_experiment` continues an interrupted run from its directory. The presets
 (`PRESETS`: toy, ts-offline, ts-paper, images-offline, images-paper) are the YAML files of
-`sgem/presets/`, each with a header saying what it runs and at what scale.
+`sgem/presets/`, each with a header saying what it runs and at what scale. The stages after
+the final MoE (leaderboard, calibration, saving, result.json) are `sgem.run.finish`.
 """
 
 from __future__ import annotations
@@ -25,13 +26,10 @@ from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..execution.executors import make_executor, resolve_executor
 from ..execution.progress import shown
-from ..final.calibration import calibrate_final, target_units
 from ..final.reference import add_references
 from ..final.seed_rounds import add_seed_rounds
-from ..leaderboard import compete
 from ..methods.result import drop_empty_experts
 from ..methods.sgem import SgemMethod
-from ..moe.artifact import save_final_moe
 from ..presets import PRESET_NAMES
 from ..search.config import SearchConfig
 from ..search.store import ObservationStore
@@ -48,16 +46,12 @@ from .budget import (
 )
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import CLASSICAL_FILE, classical_first, table_references
+from .finish import Searched, finish_run
 from .input_fingerprint import input_fingerprint
 from .run_result import (
     MODEL_DIR,
-    choice_rows,
-    model_info,
     model_metrics,
-    result_json,
-    shipped_metrics,
     summarise,
-    why_it_ended,
 )
 from .runconfig import (
     RunConfig,
@@ -355,9 +349,8 @@ def _stages(
             t_ref = time.perf_counter()
             final_cut = fence_passed()  # the budget's fence stopped final trainings
             found, final = drop_empty_experts(found, final)
-            references_skipped = final_cut  # no time left to train them
             with shown(progress), clock.timed("references"):  # warm starts scored theirs
-                if not references_skipped:
+                if not final_cut:  # else no time is left to train them
                     assert final.report is not None
                     add_references(
                         final.report,
@@ -396,90 +389,10 @@ def _stages(
         timing["reference_networks"] = reference_seconds
     if check_seconds:
         timing["final_check"] = check_seconds
-    length = protocol.length_name
-    with clock.timed("leaderboard"):  # the references; the saved model (selective routing)
-        contest = compete(
-            task,
-            trainer,
-            final,
-            seed,
-            steps=protocol.final_steps,
-            length=length,
-            epochs=protocol.final_epochs,
-            crps_samples=protocol.crps_samples,
-            refs=early_refs,
-            combination=cfg.combine,
-            forecast_budget=cfg.forecast_allowance,
-        )
-    shipped = contest.final
-    with clock.timed("calibration"):  # on out-of-sample validation predictions
-        calibration = calibrate_final(
-            task,
-            trainer,
-            shipped,
-            seed,
-            length=length,
-            epochs=protocol.final_epochs,
-            validation=contest.validation,
-        )
-    timing["calibration"] = calibration.seconds
-    t0 = time.perf_counter()
-    with clock.timed("scoring"):  # the searched MoE's holdout scores for result.json
-        holdout_nll = choice_rows(task, final)  # per row, what a choice of K compares
-        result = result_json(task, found, final, seed, time.perf_counter() - start, holdout_nll)
-    result |= calibration.result_fields()
-    if shipped is not final:  # result.json's scores stay the searched MoE's (the card: saved)
-        result |= target_units(task, final)
-    contest.report["stage_seconds"] = clock.report()["stage_seconds"]
-    if target := task.meta.get("target_standardisation"):  # the board's RMSE / CRPS in units
-        contest.report["target_std"] = float(target["std"])
-    result["leaderboard"] = contest.report
-    result["resumed"] = resume
-    result["executor"] = executor_kind
-    if plan is not None:
-        result["time_budget"] = {k: v for k, v in plan.items() if not k.startswith("_")}
-        result["time_budget"]["stopped_early"] = "stopped_at_deadline_after_iteration" in (
-            found.selection or {}
-        )
-        result["time_budget"]["final_stage_cut_at_fence"] = final_cut
-        result["time_budget"]["references_skipped"] = references_skipped
-    with clock.timed("saving"):
-        save_final_moe(
-            rundir.file(MODEL_DIR),
-            task,
-            space,
-            shipped.moe,
-            trainer.n_out,
-            metrics=shipped_metrics(result, shipped, task, contest.combination),
-            members=contest.combination[2] if contest.combination else None,
-            info=model_info(cfg, task, result, calibration.state, contest),
-        )
-    result["model"] = MODEL_DIR
-    from ..report.figures import draw_run_figures  # matplotlib only once a run has finished
-
-    # result.json is written once, last: it marks the run complete (a kill here resumes)
-    with clock.timed("figures"):
-        try:
-            draw_run_figures(
-                rundir,
-                task,
-                found,
-                seed,
-                images=cfg.task["name"] == "images",
-                fallback=contest.report.get("fallback_clusters"),
-            )
-        except Exception as exc:  # figures are a report: the model is saved
-            log.warning("the run's figures could not be drawn: %s", exc)
-            result["figures_error"] = f"{type(exc).__name__}: {exc}"
-    # where the time went (exclusive seconds per phase): written last, so figures count too
-    timing["reporting"] = time.perf_counter() - t0
-    result["timing"] = {k: round(v, 3) for k, v in timing.items()}
-    result["wall_seconds"] = round(clock.elapsed(), 3)
-    result["clock"] = clock.report()
-    if plan is not None:
-        result["time_budget"]["why_it_ended"] = why_it_ended(result, clock, search_cfg)
-    rundir.write_result(result, holdout_nll)
-    return result
+    searched = Searched(
+        task, trainer, found, final, protocol, seed, early_refs, timing, space, search_cfg
+    )
+    return finish_run(cfg, rundir, clock, searched, plan, final_cut, resume, executor_kind)
 
 
 __all__ = [
