@@ -245,6 +245,7 @@ def _json_cases(base: str, root: Path) -> list[Case]:
 OPTIONAL = {
     ("info", "calibration"),
     ("info", "calibration", "temperature"),
+    ("info", "calibration", "floor"),
     ("info", "combination"),
 }
 
@@ -310,6 +311,9 @@ def _semantic_cases(base: str) -> list[Case]:
         "encoding-format": lambda d: d["info"]["encoding"].update(format="sgem.table/9"),
         "temperature-zero": lambda d: d["info"]["calibration"].update(temperature=0.0),
         "temperature-negative": lambda d: d["info"]["calibration"].update(temperature=-1.0),
+        "floor-negative": lambda d: d["info"]["calibration"].update(floor=-0.01),
+        "floor-above-half": lambda d: d["info"]["calibration"].update(floor=0.9),
+        "floor-str": lambda d: d["info"]["calibration"].update(floor="0.01"),
         "calibration-list": lambda d: d["info"].update(calibration=[1, 2]),
         "target-std-zero": lambda d: d["info"].update(target_standardisation={"std": 0}),
         "files-unlisted": lambda d: d.update(files={}),

@@ -18,14 +18,18 @@ import sgem
 from sgem.errors import SgemUserError
 from sgem.moe.artifact import EXPERTS_FILE, MODEL_JSON, _sha256, save_final_moe
 from sgem.moe.calibration import (
+    MIN_FLOOR,
     IntervalCalibration,
     coverage,
     expected_calibration_error,
+    fit_probability_calibration,
     fit_temperature,
     never_negative,
     nll,
+    probability_nll,
     softmax,
     t_quantiles,
+    with_floor,
 )
 from sgem.space import Arch, TabularSpace
 from sgem.train import TrainConfig, Trainer
@@ -115,6 +119,43 @@ def test_temperature_sharpens_underconfident_logits_but_never_a_perfect_split() 
     t = fit_temperature(separated, np.arange(36) % 3)
     assert 1.0 <= t < 1.2
     assert softmax(separated, t).max() < 1.0 - 1e-6
+
+
+def _certain_and_wrong(rng, n: int, share: float):
+    """Well-calibrated logits of 4 classes where `share` of the rows are of a class the
+    network is certain they are not (an expert given a class its clusters never had)."""
+    true_logits = rng.normal(0, 1.5, (n, 4))
+    y = np.asarray([rng.choice(4, p=p) for p in softmax(true_logits)])
+    alien = rng.random(n) < share
+    true_logits[alien, y[alien]] = -60.0
+    return true_logits, y
+
+
+def test_a_floor_answers_rows_that_are_certain_and_wrong() -> None:
+    rng = np.random.default_rng(3)
+    logits, y = _certain_and_wrong(rng, 4000, 0.01)
+    fit, held = slice(0, 2000), slice(2000, None)
+    t_only = fit_temperature(logits[fit], y[fit])
+    t, floor = fit_probability_calibration(logits[fit], y[fit])
+    assert t_only > 2  # one temperature flattens every row to answer the few
+    assert t < 1.25 and floor > 0.01  # the floor answers them; the rest stay sharp
+    flattened = softmax(logits[held], t_only)
+    calibrated = with_floor(softmax(logits[held], t), floor)
+    assert probability_nll(calibrated, y[held]) < probability_nll(flattened, y[held]) - 0.2
+    ece = [expected_calibration_error(p, y[held]) for p in (calibrated, flattened)]
+    assert ece[0] < 0.05 < 0.15 < ece[1]
+    assert np.array_equal(calibrated.argmax(1), logits[held].argmax(1))
+
+
+def test_the_floor_stays_at_its_least_without_such_rows_and_caps_a_row_s_nll() -> None:
+    rng = np.random.default_rng(4)
+    logits, y = _certain_and_wrong(rng, 2000, 0.0)
+    t, floor = fit_probability_calibration(logits, y)
+    assert floor == pytest.approx(MIN_FLOOR, rel=0.02) and 0.8 < t < 1.25
+    one_alien = np.array([[-300.0, 0.0, 0.0, 0.0]])  # p(class 0) ~ e^-300 raw
+    assert nll(one_alien, np.array([0])) > 290
+    capped = probability_nll(with_floor(softmax(one_alien), floor), np.array([0]))
+    assert capped == pytest.approx(np.log(4 / MIN_FLOOR), rel=1e-3)
 
 
 def test_never_negative_reads_the_whole_history() -> None:

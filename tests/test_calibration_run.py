@@ -10,6 +10,7 @@ import pytest
 from test_fit import TINY
 
 import sgem
+from sgem.moe.calibration import MIN_FLOOR
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,10 @@ def test_a_classification_run_fits_a_temperature(tmp_path, monkeypatch) -> None:
     assert not np.allclose(p, raw) and np.array_equal(p.argmax(1), raw.argmax(1))
     report = model.result["calibration"]
     assert set(report["holdout"]["ece_15"]) == {"raw", "calibrated"}
+    assert set(report["holdout"]["nll"]) == {"raw", "temperature_only", "calibrated"}
+    floor = model.calibration["floor"]  # every probability at least floor / C
+    assert floor >= MIN_FLOOR and p.min() >= floor / 2 * (1 - 1e-6)
+    assert "holdout NLL raw" in model.summary()
     assert "ECE (15 bins)" in model.summary()
     scores = model.evaluate(frame[["a", "b"]], frame["label"])
     assert 0 <= scores["test_ece_15"] <= 1

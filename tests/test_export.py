@@ -49,7 +49,7 @@ def _save(task, space, archs, path, steps, info, **train) -> Path:
 def toy(tmp_path_factory):
     task = sgem.make_toy_task(seed=0, n_per_cloud=100, n_test_per_cloud=50, n_clusters=6)
     archs = [Arch(("linear", "rbf"), (0, 0)), Arch(("rbf", "square"), (0, 1))]
-    info = {"seed": 1, "calibration": {"temperature": 0.7}}
+    info = {"seed": 1, "calibration": {"temperature": 0.7, "floor": 0.01}}
     path = _save(
         task, TabularSpace(n_nodes=2), archs, tmp_path_factory.mktemp("toy") / "m", 30, info
     )

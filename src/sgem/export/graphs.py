@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from ..moe.calibration import with_floor
 from ..moe.model import SgemModel
 from ..moe.preprocess import ForecastPreprocessor, TabularPreprocessor
 from .graph_parts import GatedExperts, NearestCentroid, StudentTQuantiles, TableFeatures, clip
@@ -33,7 +34,7 @@ def _buffer(values) -> torch.Tensor:
 
 class TableGraph(nn.Module):
     """Features (and categorical codes) -> standardised -> nearest centroid -> the cluster's
-    expert -> class probabilities with the saved temperature, or regression quantiles with
+    expert -> class probabilities with the saved temperature and floor, or regression quantiles with
     the conformal corrections, in the target's units, clipped to its support."""
 
     def __init__(self, model: SgemModel, quantiles: Sequence[float]) -> None:
@@ -50,6 +51,7 @@ class TableGraph(nn.Module):
         self.gated = moe if self.learnable else GatedExperts(moe.experts, moe.used, moe.assignment)
         self.classifier = model.is_classifier
         self.temperature = model.temperature
+        self.floor = float(model.calibration.get("floor", 0.0))
         target = model.spec.info.get("target_standardisation") or {"mean": 0.0, "std": 1.0}
         self.t_mean, self.t_std = float(target["mean"]), float(target["std"])
         self.support = model.calibration.get("support")
@@ -70,7 +72,7 @@ class TableGraph(nn.Module):
             out = out.float()
         if self.classifier:
             t = self.temperature
-            probs = torch.softmax(out if t is None else out / t, dim=1)
+            probs = with_floor(torch.softmax(out if t is None else out / t, dim=1), self.floor)
             return probs, out.argmax(1), cluster, expert
         point = out[:, 0, 0] * self.t_std + self.t_mean  # float32, as `predict` computes it
         o = out.double()

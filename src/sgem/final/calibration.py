@@ -38,10 +38,14 @@ from ..moe.calibration import (
     clip_to_support,
     coverage,
     expected_calibration_error,
+    fit_probability_calibration,
     fit_temperature,
+    nll,
+    probability_nll,
     softmax,
     support_of,
     t_quantiles,
+    with_floor,
 )
 from ..moe.scoring import in_target_units
 from ..random_streams import expert_seed
@@ -284,20 +288,30 @@ def _skipped(task: ClusteredTask, why: str, units: dict, start: float) -> FinalC
 
 
 def _probabilities(val: Split, val_out, test: Split, test_out) -> tuple[dict, dict]:
-    temperature = fit_temperature(val_out, val.y)
+    """The temperature and floor (`fit_probability_calibration`), and how calibrated the
+    probabilities are before and after: ECE, and the NLL raw, with the temperature only
+    and calibrated (what the floor adds)."""
+    temperature, floor = fit_probability_calibration(val_out, val.y)
+    alone = fit_temperature(val_out, val.y)
 
-    def ece(split: Split, logits) -> dict:
+    def scores(split: Split, logits) -> dict:
+        raw, calibrated = softmax(logits), with_floor(softmax(logits, temperature), floor)
         return {
             "n": len(split),
             "ece_15": {
-                "raw": expected_calibration_error(softmax(logits), split.y),
-                "calibrated": expected_calibration_error(softmax(logits, temperature), split.y),
+                "raw": expected_calibration_error(raw, split.y),
+                "calibrated": expected_calibration_error(calibrated, split.y),
+            },
+            "nll": {
+                "raw": nll(logits, split.y),
+                "temperature_only": nll(logits / alone, split.y),
+                "calibrated": probability_nll(calibrated, split.y),
             },
         }
 
-    report = {"temperature": temperature, "validation": ece(val, val_out)}
-    report["holdout"] = ece(test, test_out)
-    return {"temperature": temperature}, report
+    report = {"temperature": temperature, "floor": floor, "validation": scores(val, val_out)}
+    report["holdout"] = scores(test, test_out)
+    return {"temperature": temperature, "floor": floor}, report
 
 
 def _intervals(task, val: Split, val_out, test_out) -> tuple[dict, dict]:

@@ -25,6 +25,7 @@ from torch import nn
 
 from ..errors import SgemUserError
 from .averaged import MAX_NETWORKS
+from .calibration import MAX_FLOOR
 
 RESAVE = "re-save the model (sgem fit / sgem run) or restore the directory from an intact copy"
 LOSSES = ("cross_entropy", "student_t")
@@ -160,6 +161,9 @@ def _check_info(info: dict, file: Path, task: dict) -> None:
         low, high = TEMPERATURES
         if t is not None and not (is_number(t) and low <= t <= high):
             raise bad(file, f"the calibration temperature must lie in [{low}, {high}], got {t!r}")
+        floor = cal.get("floor")
+        if floor is not None and not (is_number(floor) and 0 <= floor <= MAX_FLOOR):
+            raise bad(file, f"the calibration floor must lie in [0, {MAX_FLOOR}], got {floor!r}")
         support = cal.get("support")
         if support is not None and not (
             isinstance(support, dict) and all(v is None or is_number(v) for v in support.values())

@@ -18,8 +18,12 @@ a grid of levels; quantile q uses the level |2q - 1| (linear interpolation, 0 at
 the median is left as is), and the quantiles asked for are sorted per sample afterwards so
 they never cross.
 
-Probabilities: one temperature T minimising the validation NLL of softmax(logits / T) (Guo
-et al. 2017): it changes confidence, never the argmax, so accuracy is unchanged.
+Probabilities: one temperature T (Guo et al. 2017) and a floor e, fitted together to
+minimise the validation NLL of (1 - e) softmax(logits / T) + e / C (C classes). Neither
+changes the argmax, so accuracy is unchanged. The floor says how often the network is
+certain and wrong: an expert owns whole clusters and can give a row of a class its clusters
+never had a probability near 0, which one temperature can only answer by flattening every
+row. It is at least `MIN_FLOOR`, which caps one row's NLL at log(C / `MIN_FLOOR`).
 
 Support: a target that never went below 0 in training (or never above 0) keeps its
 predictions and quantiles on that side of 0 (values beyond are clipped to 0).
@@ -206,39 +210,87 @@ def coverage(
     return out
 
 
-#: the prior's standard deviation of log T (`fit_temperature`): one factor e either way
+#: the prior's standard deviation of log T (`fit_probability_calibration`): one factor e
+#: either way
 TEMPERATURE_PRIOR_SD = 1.0
+#: the least share of the uniform in calibrated probabilities: one row's NLL is at most
+#: log(C / MIN_FLOOR) (9.2 for 10 classes), and a row predicted right with certainty pays
+#: at most MIN_FLOOR. Why: on four mixed structures (`benchmarks/mixed_csv.py --kinds
+#: linear ring parabola xor`, seed 1, K = 4) one of 800 holdout rows had NLL 249 under the
+#: MoE, 0.31 of its mean 0.36; validation held no such row to fit a floor on
+MIN_FLOOR = 1e-3
+#: the most: beyond it the network would be mostly replaced by the uniform
+MAX_FLOOR = 0.5
 
 
 def fit_temperature(logits: np.ndarray, y: np.ndarray) -> float:
-    """The temperature T of softmax(logits / T) on (logits, y): the maximum a posteriori
-    under a N(0, `TEMPERATURE_PRIOR_SD`) prior on log T, never below 1 where every sample
-    is classified right. Why: where validation holds no error (a small clean table, whose
-    validation also chose the cells) the likelihood keeps rising as T -> 0, and the bare
-    maximum likelihood (0.037 on a 36-row wine validation split) made every probability 0
-    or 1: the one wrong holdout row got p = 0 and the NLL rose 8-fold. Without an error
-    there is no evidence for sharpening; the prior keeps a few errors from driving T to a
-    bound."""
+    """The temperature T of softmax(logits / T) on (logits, y), without a floor (what
+    `fit_probability_calibration` fits beside one; the model card's "temperature only")."""
+    return fit_probability_calibration(logits, y, min_floor=0.0, max_floor=0.0)[0]
+
+
+def fit_probability_calibration(
+    logits: np.ndarray,
+    y: np.ndarray,
+    min_floor: float = MIN_FLOOR,
+    max_floor: float = MAX_FLOOR,
+) -> tuple[float, float]:
+    """(T, e) of (1 - e) softmax(logits / T) + e / C on (logits, y): T the maximum a
+    posteriori under a N(0, `TEMPERATURE_PRIOR_SD`) prior on log T, never below 1 where
+    every sample is classified right; for each T, e in [min_floor, max_floor] the maximum
+    likelihood (the NLL is convex in e). Why the prior: where validation holds no error (a
+    small clean table, whose validation also chose the cells) the likelihood keeps rising
+    as T -> 0, and the bare maximum likelihood (0.037 on a 36-row wine validation split)
+    made every probability 0 or 1: the one wrong holdout row got p = 0 and the NLL rose
+    8-fold. Without an error there is no evidence for sharpening; the prior keeps a few
+    errors from driving T to a bound."""
     logits = np.asarray(logits, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
     if len(y) == 0:
-        return 1.0
-    n = len(y)
+        return 1.0, min_floor
+    n, classes = len(y), logits.shape[1]
+    rows = np.arange(n)
+
+    def floor_for(log_t: float) -> tuple[float, float]:
+        p = np.exp(special.log_softmax(logits / np.exp(log_t), axis=1)[rows, y])
+        if max_floor <= min_floor:
+            return min_floor, floored_nll(p, min_floor, classes)
+        res = optimize.minimize_scalar(
+            lambda e: floored_nll(p, e, classes), bounds=(min_floor, max_floor), method="bounded"
+        )
+        return float(res.x), float(res.fun)
 
     def objective(log_t: float) -> float:
-        return nll(logits / np.exp(log_t), y) + 0.5 * (log_t / TEMPERATURE_PRIOR_SD) ** 2 / n
+        return floor_for(log_t)[1] + 0.5 * (log_t / TEMPERATURE_PRIOR_SD) ** 2 / n
 
     no_error = bool((logits.argmax(1) == y).all())
     res = optimize.minimize_scalar(
         objective, bounds=(0.0 if no_error else -4.0, 4.0), method="bounded"
     )
-    return float(np.exp(res.x))
+    return float(np.exp(res.x)), floor_for(float(res.x))[0]
+
+
+def floored_nll(p_true: np.ndarray, floor: float, classes: int) -> float:
+    """Mean NLL of the true classes' probabilities `p_true` mixed with `floor` of the
+    uniform distribution over `classes`."""
+    return float(-np.log((1 - floor) * p_true + floor / classes).mean())
+
+
+def with_floor(probs, floor: float):
+    """Class probabilities (n, C; numpy or torch) mixed with `floor` of the uniform."""
+    return probs if not floor else (1 - floor) * probs + floor / probs.shape[1]
 
 
 def nll(logits: np.ndarray, y: np.ndarray) -> float:
     """Mean negative log-likelihood of labels `y` under softmax(logits)."""
     logp = special.log_softmax(np.asarray(logits, dtype=np.float64), axis=1)
     return float(-logp[np.arange(len(y)), np.asarray(y, dtype=np.int64)].mean())
+
+
+def probability_nll(probs: np.ndarray, y: np.ndarray) -> float:
+    """Mean negative log-likelihood of labels `y` under class probabilities (n, C)."""
+    p = np.asarray(probs, dtype=np.float64)[np.arange(len(y)), np.asarray(y, dtype=np.int64)]
+    return float(-np.log(p).mean())
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -321,10 +373,15 @@ def card_lines(state: dict) -> list[str]:
     if "ece_15" in val:
         ece = [d["ece_15"][k] for d in (val, hold) for k in ("raw", "calibrated")]
         lines.append(
-            f"  probabilities: temperature {report['temperature']:.3f} fitted on validation; "
-            "ECE (15 bins) raw -> calibrated: validation {:.3f} -> {:.3f}, holdout {:.3f} -> "
-            "{:.3f}".format(*ece)
+            f"  probabilities: temperature {report['temperature']:.3f} and floor "
+            f"{report.get('floor', 0.0):.3g} fitted on validation; ECE (15 bins) raw -> "
+            "calibrated: validation {:.3f} -> {:.3f}, holdout {:.3f} -> {:.3f}".format(*ece)
         )
+        if "nll" in hold:
+            lines.append(
+                "    holdout NLL raw {raw:.4f}, with the temperature only {temperature_only:.4f}"
+                ", calibrated {calibrated:.4f}".format(**hold["nll"])
+            )
     if "coverage_80" in val and report.get("source") == HOLDOUT_SOURCE:
         cov = [hold["coverage_80"][k]["overall"] for k in ("raw", "calibrated")]
         lines.append(
@@ -351,19 +408,25 @@ __all__ = [
     "ECE_BINS",
     "HOLDOUT_SOURCE",
     "LEVELS",
+    "MAX_FLOOR",
     "MIN_COUNT",
+    "MIN_FLOOR",
     "IntervalCalibration",
     "card_lines",
     "clip_to_support",
     "conformal_quantile",
     "coverage",
     "expected_calibration_error",
+    "fit_probability_calibration",
     "fit_temperature",
+    "floored_nll",
     "interval_scores",
     "never_negative",
     "nll",
+    "probability_nll",
     "quantile_levels",
     "softmax",
     "support_of",
     "t_quantiles",
+    "with_floor",
 ]

@@ -107,8 +107,10 @@ class Combination:
             weights.sum(), 1.0
         ):
             raise ValueError("the combination's weights must be >= 0 and sum to 1")
-        if loss not in ("cross_entropy", "student_t") or (
-            loss == "student_t" and len(scales) != len(states)
+        if (
+            loss not in ("cross_entropy", "student_t")
+            or len(scales) not in ({len(states)} if loss == "student_t" else {0, len(states)})
+            or not all(np.isfinite(s) and s > 0 for s in scales)
         ):
             raise ValueError("the combination's loss or member scales are malformed")
         season = doc.get("season", 0)

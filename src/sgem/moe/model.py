@@ -26,19 +26,18 @@ from torch import nn
 
 from ..data.task import Split
 from ..errors import SgemUserError
-from ..space.arch import Arch
 from .artifact import ModelSpec, load_parts
-from .averaged import n_networks
 from .calibration import (
     IntervalCalibration,
     clip_to_support,
     coverage,
     expected_calibration_error,
     never_negative,
-    nll,
+    probability_nll,
     quantile_levels,
     softmax,
     t_quantiles,
+    with_floor,
 )
 from .combination import Combination, load_combination
 from .forecast_result import Forecast
@@ -47,10 +46,9 @@ from .preprocess import ForecastPreprocessor, ImagePreprocessor, Preprocessor
 from .scoring import in_target_units, labelled_rows, score_outputs, without_moe_densities
 
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
+
+
 #: the card's name of the test split of a model saved without one
-HOLDOUT = "holdout: the run's test split (never used to fit or choose)"
-
-
 @dataclass(frozen=True)
 class Routing:
     """Per sample: the cluster it falls in and the expert that owns that cluster."""
@@ -167,14 +165,16 @@ class SgemModel:
         self, x: Any, embeddings: np.ndarray | None = None, calibrated: bool = True
     ) -> np.ndarray:
         """Class probabilities (n, n_classes), columns in the order of `classes`; with the
-        saved temperature applied (`calibrated=False`: the network's own softmax)."""
+        saved temperature and floor applied (`calibrated=False`: the network's own softmax)."""
         self._require(self.is_classifier, "predict_proba", "classification")
         x_model, cluster, _ = self._prepare(x, embeddings=embeddings)
         out = self.outputs(x_model, cluster)
         if self.combination is not None:  # mixed with its members (weights fit on validation)
             return self.combination.proba(out.double().numpy(), x_model)
-        t = self.temperature if calibrated else None
-        return torch.softmax(out if t is None else out / t, dim=1).numpy()
+        if not calibrated:
+            return torch.softmax(out, dim=1).numpy()
+        probs = torch.softmax(out / (self.temperature or 1.0), dim=1)
+        return with_floor(probs, float(self.calibration.get("floor", 0.0))).numpy()
 
     def predict(self, x: Any, embeddings: np.ndarray | None = None) -> Any:
         """Class labels (decoded to the original labels), or for a regression / forecasting
@@ -371,10 +371,11 @@ class SgemModel:
         if self.is_classifier:
             if mix is not None:
                 return {"test_ece_15": expected_calibration_error(mix.proba(out, x_model), y)}
-            t = self.temperature or 1.0
+            t, floor = self.temperature or 1.0, float(self.calibration.get("floor", 0.0))
+            probs = with_floor(softmax(out, t), floor)
             return {
-                "test_ece_15": expected_calibration_error(softmax(out, t), y),
-                "test_nll_calibrated": nll(out / t, y),
+                "test_ece_15": expected_calibration_error(probs, y),
+                "test_nll_calibrated": probability_nll(probs, y),
             }
         cal = self.interval_calibration
         if mix is not None and not mix.forecasting:  # as `predict_quantiles` mixes them
@@ -445,46 +446,9 @@ class SgemModel:
     # -- summary ---------------------------------------------------------------------------
     def summary(self) -> str:
         """The model card: experts, their cells, their clusters and sizes, test metrics."""
-        s = self.spec
-        sizes = np.asarray(s.cluster_sizes) if s.cluster_sizes else None
-        kind = "classifier" if self.is_classifier else "forecaster" if self.is_forecaster else ""
-        lines = [
-            f"sgem {kind or 'model'} '{s.task_name}': {s.n_experts} experts over "
-            f"{s.n_clusters} clusters ({s.gate}-gated), input {tuple(s.input_shape)}"
-            + (f", {s.n_classes} classes" if s.n_classes else ""),
-        ]
-        for k, arch in enumerate(s.architectures):
-            clusters = np.flatnonzero(self.assignment == k).tolist()
-            n = int(sizes[clusters].sum()) if sizes is not None and clusters else 0
-            nets = n_networks(self.moe.experts[k])
-            averaged = f", {nets} networks averaged" if nets > 1 else ""
-            lines.append(
-                f"  expert {k}: cell {Arch.from_json(arch).key}{averaged}\n"
-                f"            clusters {clusters} ({n} training samples)"
-            )
-        metric_names = ("test_accuracy", "test_nll", "test_crps")
-        shown = [f"{m} {s.metrics[m]:.4f}" for m in metric_names if s.metrics.get(m) is not None]
-        if shown:  # the run's test split, named for what it is
-            label = self.calibration.get("holdout") or HOLDOUT
-            lines.append(f"  {label}: " + ", ".join(shown))
-        from .calibration import card_lines
+        from .card import model_card
 
-        lines += card_lines(self.calibration)
-        for key, ref in (s.info.get("reference_networks_test") or {}).items():
-            scores = [f"{m} {ref[m]:.4f}" for m in metric_names if ref.get(m) is not None]
-            shown_ref = ", ".join(scores)
-            lines.append(f"  reference, one network of cell {key} on all clusters: {shown_ref}")
-        from ..data.table_missing import imputation_summary
-
-        imputation = imputation_summary(s.info.get("encoding"))
-        if imputation:
-            lines.append(imputation)
-        board = self.spec.info.get("leaderboard")
-        if board and "rows" in board:  # what was saved, and what else was measured
-            from ..leaderboard.frame import leaderboard_lines
-
-            lines.extend("  " + line for line in leaderboard_lines(board))
-        return "\n".join(lines)
+        return model_card(self)
 
     def __repr__(self) -> str:
         return self.summary()

@@ -10,7 +10,7 @@ from ..data.task import ClusteredTask, Split
 from ..errors import SgemUserError
 from ..forecast import forecast_scores, task_test_scores
 from ..train.losses import per_sample_nll
-from .calibration import coverage, t_quantiles
+from .calibration import coverage, t_quantiles, with_floor
 
 
 def evaluate_forecasts(
@@ -56,8 +56,8 @@ def choice_nll(out: torch.Tensor, y: np.ndarray, loss: str) -> np.ndarray:
     (`sgem.leaderboard.table_weights.MIN_MEMBERS_SHARE`)."""
     target = torch.as_tensor(y, device=out.device)
     if loss == "cross_entropy":
-        p = torch.softmax(out.double(), dim=1).gather(1, target.long().view(-1, 1))[:, 0]
-        nll = -torch.log((1 - CHOICE_FLOOR) * p + CHOICE_FLOOR / out.shape[1])
+        p = with_floor(torch.softmax(out.double(), dim=1), CHOICE_FLOOR)
+        nll = -torch.log(p.gather(1, target.long().view(-1, 1))[:, 0])
     else:
         nll = per_sample_nll(out, target, loss).double()
     return nll.cpu().numpy()
