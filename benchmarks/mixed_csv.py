@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sgem.bench.structure_recovery import each_k, recovery, saved_fit
+from sgem.bench.structure_recovery import each_k, recovery, saved_fit, write_csv
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("linear", "ring", "xor")
@@ -49,25 +49,6 @@ FITS = {
 }
 PARTS = (*FITS, "api")
 SHOWN = ("K", "recovery", "per_structure", "accuracy", "wall_seconds", "saved_model", "error")
-
-
-def write_csv(seed: int, root: Path, kinds: tuple[str, ...] = KINDS) -> tuple[Path, Path]:
-    """train.csv (x1, x2, noise1, noise2, label) and test.csv (the same + structure)."""
-    from sgem.data.mixtures import sample_mixture
-
-    root.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, n, stream in (("train", 1000, 0), ("test", 500, 1)):
-        rng = np.random.default_rng([seed, stream, 32])
-        x, y, source = sample_mixture(len(kinds), n, rng, layout_seed=seed, kinds=kinds)
-        noise = rng.normal(0.0, 1.0, size=(len(x), 2))
-        frame = pd.DataFrame(np.c_[x, noise], columns=["x1", "x2", "noise1", "noise2"])
-        frame["label"] = y
-        frame["structure"] = source  # dropped from train.csv below
-        frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
-        paths.append(root / f"{name}.csv")
-        frame.drop(columns=[] if name == "test" else ["structure"]).to_csv(paths[-1], index=False)
-    return paths[0], paths[1]
 
 
 def user_fit(train: Path, test: Path, out: Path, seed: int, flags: list[str]) -> dict:

@@ -77,3 +77,38 @@ def test_each_k_scores_every_k_a_growing_fit_kept(tmp_path) -> None:
     assert mine == {**saved_fit(out, tmp_path / "test.csv"), **{k: mine[k] for k in HOLDOUT}}
     assert mine["choice_nll"] > 0 and set(got) <= {"2", "3"}  # (K=4 > 6 // 2 never runs)
     assert all(0 <= v["accuracy"] <= 1 and v["K"] <= int(k) for k, v in got.items())
+
+
+def test_own_probabilities_score_the_saved_network_as_calibrated(tmp_path) -> None:
+    """`own_probabilities` scores the saved model's network outputs three ways; the
+    calibrated kind is what `predict_proba` gives where no combination was saved."""
+    import pandas as pd
+    from helpers import TINY_SEARCH
+
+    import sgem
+    from sgem.bench.probabilities import own_probabilities
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(0, 1, (600, 2))
+    frame = pd.DataFrame({"x1": x[:, 0], "x2": x[:, 1]})
+    frame["label"] = np.where(x[:, 0] + 0.5 * rng.normal(size=600) > 0, "p", "n")
+    frame.iloc[:400].to_csv(tmp_path / "train.csv", index=False)
+    frame.iloc[400:].to_csv(tmp_path / "test.csv", index=False)
+    out = tmp_path / "run"
+    config = {"search": {**TINY_SEARCH, "n_iterations": 1}}
+    model = sgem.fit(
+        tmp_path / "train.csv",
+        target="label",
+        out=out,
+        progress=False,
+        config=config,
+        n_clusters=4,
+        combine=False,
+    )
+    got = own_probabilities(out, tmp_path / "test.csv", "label")
+    assert set(got) >= {"raw", "temperature_only", "calibrated", "accuracy", "floor"}
+    probs = model.predict_proba(frame.iloc[400:][["x1", "x2"]])
+    y = (frame.iloc[400:]["label"].to_numpy() == model.classes[1]).astype(int)
+    expect = -np.log(probs[np.arange(200), y]).mean()
+    assert got["calibrated"]["nll"] == round(float(expect), 4)
+    assert got["saved_model_nll"] == got["calibrated"]["nll"]

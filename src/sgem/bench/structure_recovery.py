@@ -38,6 +38,31 @@ def recovery(structure: np.ndarray, expert: np.ndarray) -> dict:
     }
 
 
+def write_csv(
+    seed: int, root: Path, kinds: tuple[str, ...] = ("linear", "ring", "xor")
+) -> tuple[Path, Path]:
+    """A seeded mixture of `kinds` as a user meets it: train.csv (x1, x2, noise1, noise2,
+    label; 1000 rows per structure) and test.csv (a fresh 500 per structure, with the
+    structure)."""
+    import pandas as pd
+
+    from ..data.mixtures import sample_mixture
+
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, n, stream in (("train", 1000, 0), ("test", 500, 1)):
+        rng = np.random.default_rng([seed, stream, 32])
+        x, y, source = sample_mixture(len(kinds), n, rng, layout_seed=seed, kinds=kinds)
+        noise = rng.normal(0.0, 1.0, size=(len(x), 2))
+        frame = pd.DataFrame(np.c_[x, noise], columns=["x1", "x2", "noise1", "noise2"])
+        frame["label"] = y
+        frame["structure"] = source  # dropped from train.csv below
+        frame = frame.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+        paths.append(root / f"{name}.csv")
+        frame.drop(columns=[] if name == "test" else ["structure"]).to_csv(paths[-1], index=False)
+    return paths[0], paths[1]
+
+
 def saved_fit(rundir: Path, test: Path) -> dict:
     """A finished `sgem fit` run's saved model on a mixture's test file (its columns, the
     label and the structure): the experts its search used (K) of M clusters, the searched
@@ -78,4 +103,4 @@ def each_k(rundir: Path, test: Path) -> dict[str, dict]:
     return out
 
 
-__all__ = ["OWN", "each_k", "recovery", "saved_fit"]
+__all__ = ["OWN", "each_k", "recovery", "saved_fit", "write_csv"]

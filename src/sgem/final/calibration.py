@@ -309,7 +309,8 @@ def _probabilities(val: Split, val_out, test: Split, test_out) -> tuple[dict, di
             },
         }
 
-    report = {"temperature": temperature, "floor": floor, "validation": scores(val, val_out)}
+    report: dict = {"temperature": temperature, "floor": floor, "temperature_only": alone}
+    report["validation"] = scores(val, val_out)
     report["holdout"] = scores(test, test_out)
     return {"temperature": temperature, "floor": floor}, report
 
