@@ -107,6 +107,7 @@ def test_own_probabilities_score_the_saved_network_as_calibrated(tmp_path) -> No
     )
     got = own_probabilities(out, tmp_path / "test.csv", "label")
     assert set(got) >= {"raw", "temperature_only", "calibrated", "accuracy", "floor"}
+    assert isinstance(got["temperature_only"], dict) and got["temperature_only_t"] > 0
     probs = model.predict_proba(frame.iloc[400:][["x1", "x2"]])
     y = (frame.iloc[400:]["label"].to_numpy() == model.classes[1]).astype(int)
     expect = -np.log(probs[np.arange(200), y]).mean()

@@ -43,7 +43,7 @@ def own_probabilities(rundir: Path, test: Path, target: str) -> dict:
     saved = model.predict_proba(x)[np.arange(len(y)), y]
     row["saved_model_nll"] = round(float(-np.log(np.maximum(saved, 1e-300)).mean()), 4)
     row["temperature"], row["floor"] = calibration["temperature"], calibration["floor"]
-    row["temperature_only"] = calibration["temperature_only"]
+    row["temperature_only_t"] = calibration["temperature_only"]
     return row
 
 
