@@ -158,6 +158,36 @@ def test_tables_with_categories_and_missing_values(tables, tmp_path) -> None:
     assert '"kind": ["u", "v", "w"]' in meta["sgem.categorical_columns"]
 
 
+def test_a_classifier_saved_as_a_combination_exports_with_its_members(tmp_path) -> None:
+    """Three classes, a categorical column and missing values: the saved combination
+    (the MoE beside logistic regression and gradient boosting) is what the graph gives."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(0, 1, (600, 3))
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "c": 10 * x[:, 2]})
+    frame["kind"] = rng.choice(["u", "v"], 600)
+    score = x[:, 0] + np.sin(3 * x[:, 1]) + (frame["kind"] == "u")
+    frame["label"] = np.select([score < -0.3, score < 0.8], ["lo", "mid"], "hi")
+    frame.loc[::11, "b"] = np.nan
+    frame.loc[::7, "kind"] = None
+    frame.to_csv(tmp_path / "three.csv", index=False)
+    model = _quiet(
+        sgem.fit,
+        tmp_path / "three.csv",
+        target="label",
+        out=tmp_path / "run",
+        progress=False,
+        config=TINY,
+    )
+    mix = model.combination
+    assert mix is not None and len(mix.members) >= 1 and mix.weights[1:].sum() > 0
+    info = export_onnx(model, tmp_path / "mix.onnx")
+    assert info.kind == "classifier"
+    new = frame.drop(columns="label").head(60).copy()
+    new.loc[3, "kind"] = "never seen"
+    _check(model, tmp_path / "mix.onnx", new)
+    _check(model, tmp_path / "mix.onnx", new.iloc[[7]])
+
+
 def test_forecaster_parity_with_gaps_short_and_negative_series(forecaster, tmp_path) -> None:
     model, series = forecaster
     export_onnx(model, tmp_path / "ts.onnx", quantiles=(0.1, 0.25, 0.5, 0.9))
@@ -205,12 +235,13 @@ def test_refusals_say_what_and_why(toy, forecaster, tmp_path, monkeypatch) -> No
     _, model = toy
     with pytest.raises(SgemUserError, match="strictly between 0 and 1"):
         export_onnx(model, tmp_path / "a.onnx", quantiles=(0.5, 1.0))
-    model.combination = SimpleNamespace(names=["logistic"])
+    series = forecaster[0]
+    series.combination = SimpleNamespace(names=["AutoETS"])
     try:
-        with pytest.raises(SgemUserError, match=r"combination .*logistic"):
-            export_onnx(model, tmp_path / "a.onnx")
+        with pytest.raises(SgemUserError, match=r"combination .*AutoETS.*refit on each series"):
+            export_onnx(series, tmp_path / "a.onnx")
     finally:
-        model.combination = None
+        series.combination = None
     monkeypatch.setattr(SgemModel, "learnable_gate", property(lambda self: True))
     with pytest.raises(
         SgemUserError, match="learnable-gate model is exported only as a classifier"
@@ -257,3 +288,30 @@ def test_an_averaged_expert_exports_with_parity(forecaster, tmp_path) -> None:
     _check(averaged, tmp_path / "avg.onnx", series)
     out = OnnxRunner(tmp_path / "avg.onnx").run(onnx_feeds(averaged, series))
     assert (out["expert"] == 0).any()  # the averaged expert forecast some of the series
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_member_probabilities_match_the_portable_models(n_classes) -> None:
+    """Each scikit-learn member as tensor ops (`MemberProbabilities`) gives what the saved
+    member gives (`PortableModel.predict_proba`), on rows with missing values too."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    from sgem.export.member_parts import MemberProbabilities
+    from sgem.moe.portable import PortableModel, export
+
+    rng = np.random.default_rng(n_classes)
+    x = rng.normal(0, 1, (400, 4))
+    y = (x[:, 0] + np.sin(2 * x[:, 1]) > 0).astype(int) + (n_classes == 3) * (x[:, 2] > 1)
+    holey = x.copy()
+    holey[::9, 1] = np.nan
+    logistic = export(LogisticRegression(max_iter=500).fit(x, y))
+    one_vs_rest = ({**logistic[0], "multiclass": "ovr"}, logistic[1])  # (older scikit-learn's)
+    trees = export(HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(holey, y))
+    new = rng.normal(0, 1.5, (200, 4))
+    for state, feed in ((logistic, new), (one_vs_rest, new), (trees, holey[:200])):
+        member = PortableModel.from_state(*state)
+        want = np.maximum(member.predict_proba(feed), 1e-12)
+        want /= want.sum(1, keepdims=True)
+        got = MemberProbabilities(member, n_classes)(torch.as_tensor(feed)).numpy()
+        assert np.abs(got - want).max() < 1e-12, state[0]["kind"]

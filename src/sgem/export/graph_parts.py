@@ -129,8 +129,8 @@ class TableFeatures(nn.Module):
     """`sgem.data.files_tabular.encode_table` on numbers: numeric columns (NaN = missing)
     imputed with their training median and given their missing indicator, categorical
     columns one-hot from integer codes (-1 unseen: all zero; `n_categories`: missing, given
-    the most frequent training category), in the encoding's column order, rounded through
-    float32 as `encode_table` rounds them."""
+    the most frequent training category), in the encoding's column order, in float64 as
+    `encode_table` gives them (a saved combination's trees split on exact values)."""
 
     def __init__(self, encoding: dict) -> None:
         super().__init__()
@@ -154,7 +154,7 @@ class TableFeatures(nn.Module):
                 absent = torch.isnan(v)
                 if self.impute and "median" in spec:
                     v = torch.where(absent, torch.full_like(v, float(spec["median"])), v)
-                blocks.append(v.float().double())
+                blocks.append(v)
                 if spec.get("indicator"):
                     blocks.append(absent.double())
                 continue

@@ -7,9 +7,11 @@ learnable gate), the experts, and the calibration `predict_proba` / `predict_qua
 `forecast` apply by default. Inputs and outputs are named and described in the file's
 metadata (`sgem.inputs`, `sgem.outputs`, ...), so a service needs nothing else.
 
-Refused, with the reason: image models (their router reads an embedding computed with
-numpy or a pretrained backbone outside the network), models saved as a combination with
-scikit-learn or classical members, and learnable-gate models that are not classifiers.
+A table classifier saved as a combination exports with its scikit-learn members
+(`sgem.export.member_parts`) and their weights. Refused, with the reason: image models
+(their router reads an embedding computed with numpy or a pretrained backbone outside the
+network), regressions and forecasters saved as a combination (a mixture's quantiles; classical
+members refit at forecast time), and learnable-gate models that are not classifiers.
 """
 
 from __future__ import annotations
@@ -76,13 +78,20 @@ def kind_of(model: SgemModel) -> str:
             "not part of the model), which the graph cannot express; serve them with "
             "sgem.load(...).predict"
         )
-    if model.combination is not None:
-        names = ", ".join(model.combination.names)
+    mix = model.combination
+    if mix is not None and not (model.is_classifier and not model.learnable_gate):
+        names = ", ".join(mix.names)
+        why = (
+            "a forecaster's classical members refit on each series at forecast time"
+            if model.is_forecaster
+            else "the quantiles of a regression's mixture of Student-t and Normal members "
+            "have no closed form the graph can express"
+        )
         raise SgemUserError(
-            f"this model is saved as a combination of the MoE with other members ({names}); "
-            "ONNX export covers the MoE alone and would predict something else than the "
-            "saved model, so it is refused; serve it with sgem.load(...).predict, or fit with "
-            "--no-combination (sgem.fit(..., combine=False)) to save the MoE alone"
+            f"this model is saved as a combination of the MoE with other members ({names}) "
+            f"and cannot be exported: {why}; serve it with sgem.load(...).predict, or fit "
+            "with --no-combination (sgem.fit(..., combine=False)) to save the MoE alone "
+            "(a classifier's combination exports as it is)"
         )
     if model.learnable_gate and not model.is_classifier:
         raise SgemUserError(
