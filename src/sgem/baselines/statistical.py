@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..forecast import NORMAL_DF
 from .naive import MIN_SPREAD
 from .seasonal_naive import choose_seasons, seasonal_forecast
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:  # (torch at import: the processes refitting AutoETS / AutoThe
 
 #: z of the 90% quantile: an 80% central interval spans 2 * Z80 standard deviations
 Z80 = 1.2815515655446004
-#: the Student-t df that stands for a Normal forecast
-NORMAL_DF = 1000.0
 #: a forecast further than this many context ranges from the context is "diverged"
 MAX_RANGES = 20.0
 

@@ -38,6 +38,7 @@ from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
 from ..final.expert_fit import steps_for_epochs, train_val_tensors
 from ..final.length import resolve_length
+from ..forecast import NORMAL_DF
 from ..methods.budget import MethodBudget
 from ..methods.protocol import Method
 from ..methods.result import Fitted, MethodResult
@@ -49,8 +50,6 @@ from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .series_members import ClassicalReference
 
-#: the Student-t df that stands for a Normal predictive (the linear and boosted models)
-NORMAL_DF = 1000.0
 #: `MethodResult.extra`'s key of a scikit-learn member's out-of-fold outputs on train + validation
 OUT_OF_FOLD = "out_of_fold_output"
 #: ... and of the rows its saved estimator was refitted on (`_refit_on_every_row`)
@@ -465,7 +464,6 @@ def _log_proba(task: ClusteredTask, classes: np.ndarray, proba: np.ndarray) -> n
 __all__ = [
     "MAX_NETWORK_OUT_OF_FOLD_ROWS",
     "MAX_OUT_OF_FOLD_ROWS",
-    "NORMAL_DF",
     "OUT_OF_FOLD",
     "REFIT_ROWS",
     "GlobalNetwork",

@@ -20,12 +20,11 @@ import numpy as np
 
 from ..errors import SgemUserError
 from ..execution.progress import stage_bar
+from ..forecast import NORMAL_DF
 from . import classical_pool
 from .classical_pool import Deadline, pool_workers, pooled_forecast
 
 FORMAT = "sgem.classical/1"
-#: the Student-t df that stands for a Normal predictive
-NORMAL_DF = 1000.0
 #: the forecasters a combination can hold: statsforecast's, and seasonal naive (free, so it
 #: is always there: a fit whose budget left its network untrained still ships something sane)
 NAMES = ("AutoETS", "AutoTheta", "SeasonalNaive")

@@ -25,15 +25,13 @@ import torch
 from scipy import stats
 from scipy.special import logsumexp
 
-from ..forecast import student_t_nll
+from ..forecast import NORMAL_DF, student_t_nll
 from ..train.losses import per_sample_nll
 from .classical import FORMAT as CLASSICAL_FORMAT
 from .classical import ClassicalMember
 from .portable import PortableModel
 
 MEMBERS_FILE = "members.safetensors"
-#: the df that stands for a Normal member (`sgem.leaderboard.members.NORMAL_DF`)
-NORMAL_DF = 1000.0
 
 
 @dataclass
