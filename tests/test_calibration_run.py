@@ -87,7 +87,7 @@ def test_a_classification_run_fits_a_temperature(tmp_path, monkeypatch) -> None:
     assert set(report["holdout"]["nll"]) == {"raw", "temperature_only", "calibrated"}
     floor = model.calibration["floor"]  # every probability at least floor / C
     assert floor >= MIN_FLOOR and p.min() >= floor / 2 * (1 - 1e-6)
-    assert "holdout NLL raw" in model.summary()
+    assert "the networks' holdout NLL raw" in model.summary()
     assert "ECE (15 bins)" in model.summary()
     scores = model.evaluate(frame[["a", "b"]], frame["label"])
     assert 0 <= scores["test_ece_15"] <= 1

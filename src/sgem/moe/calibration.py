@@ -379,8 +379,8 @@ def card_lines(state: dict) -> list[str]:
         )
         if "nll" in hold:
             lines.append(
-                "    holdout NLL raw {raw:.4f}, with the temperature only {temperature_only:.4f}"
-                ", calibrated {calibrated:.4f}".format(**hold["nll"])
+                "    the networks' holdout NLL raw {raw:.4f}, with the temperature only "
+                "{temperature_only:.4f}, calibrated {calibrated:.4f}".format(**hold["nll"])
             )
     if "coverage_80" in val and report.get("source") == HOLDOUT_SOURCE:
         cov = [hold["coverage_80"][k]["overall"] for k in ("raw", "calibrated")]
