@@ -30,10 +30,6 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-#: the Student-t df that stands for a Normal predictive (a scikit-learn member's, a
-#: classical forecaster's): its 1 % and 99 % quantiles are 0.16 % wider than the Normal's
-NORMAL_DF = 1000.0
-
 ArrayLike = np.ndarray | torch.Tensor | float | Sequence[float]
 
 

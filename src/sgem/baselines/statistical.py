@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..forecast import NORMAL_DF
-from .naive import MIN_SPREAD
+from .naive import MIN_SPREAD, NORMAL_DF
 from .seasonal_naive import choose_seasons, seasonal_forecast
 
 if TYPE_CHECKING:  # (torch at import: the processes refitting AutoETS / AutoTheta need none)

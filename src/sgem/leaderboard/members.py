@@ -34,11 +34,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..baselines.naive import NORMAL_DF
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
 from ..final.expert_fit import steps_for_epochs, train_val_tensors
 from ..final.length import resolve_length
-from ..forecast import NORMAL_DF
 from ..methods.budget import MethodBudget
 from ..methods.protocol import Method
 from ..methods.result import Fitted, MethodResult

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..baselines.naive import NORMAL_DF
 from ..errors import SgemUserError
 from ..execution.progress import stage_bar
-from ..forecast import NORMAL_DF
 from . import classical_pool
 from .classical_pool import Deadline, pool_workers, pooled_forecast
 

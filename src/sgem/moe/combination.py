@@ -25,7 +25,8 @@ import torch
 from scipy import stats
 from scipy.special import logsumexp
 
-from ..forecast import NORMAL_DF, student_t_nll
+from ..baselines.naive import NORMAL_DF
+from ..forecast import student_t_nll
 from ..train.losses import per_sample_nll
 from .classical import FORMAT as CLASSICAL_FORMAT
 from .classical import ClassicalMember
