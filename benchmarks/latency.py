@@ -5,7 +5,8 @@ Models: the toy (`sgem run toy`), a table with a categorical column and missing 
 a series forecaster (both `sgem.fit` with a seconds-long search and `combine=False`:
 the MoE alone; a forecaster is otherwise saved combined with AutoETS / AutoTheta, which
 ONNX export refuses), and the same table saved as a combination (`combined`: the MoE
-beside logistic regression and gradient boosting, whose trees the graph walks too). The
+beside logistic regression and gradient boosting, whose trees the graph walks too; and a
+regression target on it, `combined_regression`: its mixture's quantiles by bisection). The
 reference is the same saved model with ONE network on every cluster: the leaderboard's
 global network where the saved model routes clusters to it (the toy), else the network of
 the expert serving most clusters (same preprocessing, routing and calibration path).
@@ -13,9 +14,7 @@ Timing: torch and onnxruntime on 1 thread each (one request at a time); per case
 warm-up, then p50 / p99 over many repeats; rows/s = rows / p50. The ONNX time is the graph
 run on prepared inputs (a service builds those arrays itself).
 
-    python benchmarks/latency.py --seed 0
-
-Prints and saves benchmarks/results/latency.json.
+    python benchmarks/latency.py --seed 0         # prints, saves results/latency.json
 """
 
 from __future__ import annotations
@@ -61,17 +60,19 @@ def _toy(runs: Path, seed: int):
     return sgem.load(run), lambda n: rng.normal(0, 3, (n, 2))
 
 
-def _table(runs: Path, seed: int, combine: bool = False):
+def _table(runs: Path, seed: int, combine: bool = False, target: str = "label"):
     rng = np.random.default_rng(seed)
     x = np.r_[rng.normal(-3, 1, (300, 3)), rng.normal(3, 1, (300, 3))]
     frame = pd.DataFrame(x, columns=["a", "b", "c"]).assign(kind=rng.choice(list("uvw"), 600))
     frame["label"] = np.where(x[:, 0] + x[:, 1] + (frame["kind"] == "u") > 0, "yes", "no")
+    frame["price"] = 10 + 2 * x[:, 0] + np.sin(2 * x[:, 1]) + rng.normal(0, 0.5, 600)
     frame.loc[::17, "a"] = np.nan
-    run = runs / f"table{'-combined' if combine else ''}-seed{seed}"
+    run = runs / f"table{'-combined' if combine else ''}-{target}-seed{seed}"
     if not (run / "model").is_dir():
-        sgem.fit(frame, target="label", out=run, progress=False, config={"search": SEARCH},
+        data = frame.drop(columns={"label": "price", "price": "label"}[target])
+        sgem.fit(data, target=target, out=run, progress=False, config={"search": SEARCH},
                  seed=seed, combine=combine)  # fmt: skip
-    rows = frame.drop(columns="label")
+    rows = frame.drop(columns=["label", "price"])
     return sgem.load(run), lambda n: rows.sample(n, replace=True, random_state=seed)
 
 
@@ -151,7 +152,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=2000, help="one-row repeats")
-    p.add_argument("--models", nargs="+", default=["toy", "table", "series", "combined"])
+    models = ["toy", "table", "series", "combined", "combined_regression"]
+    p.add_argument("--models", nargs="+", default=models)
     p.add_argument("--runs", default="/tmp/sgem-latency", help="where the runs go")
     p.add_argument("--out", default=str(RESULTS / "latency.json"))
     args = p.parse_args()
@@ -160,6 +162,7 @@ def main() -> None:
     runs.mkdir(parents=True, exist_ok=True)
     makers = {"toy": _toy, "table": _table, "series": _series}
     makers["combined"] = partial(_table, combine=True)
+    makers["combined_regression"] = partial(_table, combine=True, target="price")
     rows, facts = [], {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the table contract's notes on sampled rows

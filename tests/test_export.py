@@ -188,6 +188,45 @@ def test_a_classifier_saved_as_a_combination_exports_with_its_members(tmp_path) 
     _check(model, tmp_path / "mix.onnx", new.iloc[[7]])
 
 
+def test_a_regression_saved_as_a_combination_exports_with_its_members(tmp_path) -> None:
+    """The mixture of the MoE's Student-t and its members' Normals: quantiles by bisection
+    of the mixture's CDF in the graph, the point its mean, as `predict` gives them."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(0, 1, (500, 3))
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "kind": rng.choice(["u", "v"], 500)})
+    frame["price"] = 50 + 20 * x[:, 0] + 10 * np.sin(3 * x[:, 1]) + rng.normal(0, 5, 500)
+    frame.loc[::9, "a"] = np.nan
+    frame.to_csv(tmp_path / "price.csv", index=False)
+    model = _quiet(
+        sgem.fit,
+        tmp_path / "price.csv",
+        target="price",
+        out=tmp_path / "run",
+        progress=False,
+        config=TINY,
+    )
+    mix = model.combination
+    assert mix is not None and mix.weights[1:].sum() > 0 and not model.is_classifier
+    info = export_onnx(model, tmp_path / "mix.onnx", quantiles=(0.05, 0.5, 0.95))
+    assert info.kind == "regressor" and info.outputs["point"].startswith("float64")
+    new = frame.drop(columns="price").head(50)
+    _check(model, tmp_path / "mix.onnx", new, (0.05, 0.5, 0.95))
+    _check(model, tmp_path / "mix.onnx", new.iloc[[9]], (0.05, 0.5, 0.95))
+
+
+def test_the_student_t_cdf_matches_scipy() -> None:
+    from sgem.export.mixture_parts import StudentTCdf
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_t(2.5, 20000) * rng.choice([0.3, 3, 30, 200], 20000)
+    df = np.exp(rng.uniform(np.log(2.01), np.log(1e4), 20000))
+    df[:500] = 1000.0  # the df that stands for a member's Normal
+    cdf = StudentTCdf()
+    whole = cdf.integral(torch.full((20000,), np.pi / 2, dtype=torch.float64), torch.as_tensor(df))
+    got = cdf(torch.as_tensor(x), torch.as_tensor(df), whole).numpy()
+    assert np.abs(got - stats.t.cdf(x, df)).max() < 5e-8
+
+
 def test_forecaster_parity_with_gaps_short_and_negative_series(forecaster, tmp_path) -> None:
     model, series = forecaster
     export_onnx(model, tmp_path / "ts.onnx", quantiles=(0.1, 0.25, 0.5, 0.9))

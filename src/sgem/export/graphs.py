@@ -17,8 +17,8 @@ from torch import nn
 from ..moe.calibration import with_floor
 from ..moe.model import SgemModel
 from ..moe.preprocess import ForecastPreprocessor, TabularPreprocessor
+from .combination_parts import combination_part
 from .graph_parts import GatedExperts, NearestCentroid, StudentTQuantiles, TableFeatures, clip
-from .member_parts import MemberProbabilities
 from .series_parts import Descriptors, ScaledContext
 
 #: output names per kind, in the order the graph returns them
@@ -35,9 +35,9 @@ def _buffer(values) -> torch.Tensor:
 
 class TableGraph(nn.Module):
     """Features (and categorical codes) -> standardised -> nearest centroid -> the cluster's
-    expert -> class probabilities with the saved temperature and floor (a combination: mixed
-    with its scikit-learn members' as saved), or regression quantiles with
-    the conformal corrections, in the target's units, clipped to its support."""
+    expert -> class probabilities with the saved temperature and floor, or regression
+    quantiles with the conformal corrections, in the target's units, clipped to its support;
+    a saved combination's instead (`sgem.export.combination_parts`)."""
 
     def __init__(self, model: SgemModel, quantiles: Sequence[float]) -> None:
         super().__init__()
@@ -53,11 +53,7 @@ class TableGraph(nn.Module):
         self.gated = moe if self.learnable else GatedExperts(moe.experts, moe.used, moe.assignment)
         self.classifier = model.is_classifier
         self.temperature = model.temperature
-        mix = model.combination  # a classifier's (`kind_of` refuses the others)
-        self.members = nn.ModuleList(
-            MemberProbabilities(m, len(model.classes)) for m in (mix.members if mix else [])
-        )
-        self.register_buffer("weights", _buffer(mix.weights if mix else [1.0]))
+        self.combination = combination_part(model, quantiles)  # (None: the MoE alone)
         self.floor = float(model.calibration.get("floor", 0.0))
         target = model.spec.info.get("target_standardisation") or {"mean": 0.0, "std": 1.0}
         self.t_mean, self.t_std = float(target["mean"]), float(target["std"])
@@ -77,12 +73,13 @@ class TableGraph(nn.Module):
         else:
             out, expert = self.gated(xm, cluster)
             out = out.float()
-        if self.classifier and len(self.members):  # `Combination.proba`: raw softmax mixed
-            z64 = xm.double()  # the members read the float32 inputs `predict` gives them
-            mixed = self.weights[0] * torch.softmax(out.double(), dim=1)
-            for w, member in zip(self.weights[1:], self.members, strict=True):
-                mixed = mixed + w * member(z64)
-            return mixed.float(), mixed.argmax(1), cluster, expert
+        if self.combination is not None:  # the members read the inputs `predict` gives them
+            if self.classifier:
+                mixed = self.combination(out, xm.double())
+                return mixed.float(), mixed.argmax(1), cluster, expert
+            q, point = self.combination(out, xm.double())
+            q, point = (clip(v * self.t_std + self.t_mean, self.support) for v in (q, point))
+            return q.transpose(0, 1), point, cluster, expert
         if self.classifier:
             t = self.temperature
             probs = with_floor(torch.softmax(out if t is None else out / t, dim=1), self.floor)

@@ -1,10 +1,11 @@
-"""A table classifier's saved scikit-learn members as tensor ops, so that a combination's
-mixed probabilities (`sgem.moe.combination.Combination.proba`) trace into the same ONNX
-graph as the MoE.
+"""A table's saved scikit-learn members as tensor ops, so that a combination's mixed
+probabilities (`sgem.moe.combination.Combination.proba`) or its mixture's quantiles
+(`sgem.export.mixture_parts`) trace into the same ONNX graph as the MoE.
 
-Each module mirrors `sgem.moe.portable.PortableModel.predict_proba` on the checked arrays,
-in float64, followed by what `Combination.member_outputs` does to it (each class's
-probability at least 1e-12, renormalised, placed at its class's code). Gradient boosting's
+Each module mirrors `sgem.moe.portable.PortableModel` on the checked arrays, in float64: a
+classifier's `predict_proba` followed by what `Combination.member_outputs` does to it (each
+class's probability at least 1e-12, renormalised, placed at its class's code), a
+regression's `predict` (the location of its Normal). Gradient boosting's
 trees are walked all at once, one level per step, for as many steps as the deepest tree has
 levels (a row at a leaf stays there): a static graph of a few ops per level.
 """
@@ -36,20 +37,16 @@ def tree_depth(arrays: dict[str, np.ndarray]) -> int:
     return int(depth.max(initial=0))
 
 
-class MemberProbabilities(nn.Module):
-    """One member's class probabilities (n, C) over the model's C classes, float64."""
+class MemberDecision(nn.Module):
+    """One member's raw scores (`PortableModel.decision`), (n, k), float64."""
 
-    def __init__(self, member: PortableModel | ClassicalMember, n_classes: int) -> None:
+    def __init__(self, member: PortableModel | ClassicalMember) -> None:
         super().__init__()
         if not isinstance(member, PortableModel):
-            raise TypeError("a classifier's combination has scikit-learn members only")
+            raise TypeError("a table's combination has scikit-learn members only")
         a, state = member.arrays, member.state
         self.kind = member.kind
-        self.ovr = state.get("multiclass") == "ovr"
-        place = np.zeros((len(member.classes or []), n_classes))  # its class j -> code
-        place[np.arange(len(place)), np.asarray(member.classes, dtype=int)] = 1.0
-        self.register_buffer("place", _const(place))
-        if self.kind == "logistic":
+        if self.kind in ("logistic", "ridge"):
             self.register_buffer("coef_t", _const(a["coef"].T))
             self.register_buffer("intercept", _const(a["intercept"]))
             return
@@ -66,8 +63,8 @@ class MemberProbabilities(nn.Module):
         self.register_buffer("baseline", _const(state["baseline"]))
 
     def decision(self, x: torch.Tensor) -> torch.Tensor:
-        """`PortableModel.decision`: (n, k) raw scores (k = 1 for a binary member)."""
-        if self.kind == "logistic":
+        """(n, k) raw scores (k = 1 for a binary classifier or a regression)."""
+        if self.kind in ("logistic", "ridge"):
             return x @ self.coef_t + self.intercept
         node = self.roots.expand(x.shape[0], -1)  # (n, trees)
         for _ in range(self.levels):
@@ -78,6 +75,18 @@ class MemberProbabilities(nn.Module):
             node = torch.where(self.is_leaf[node], node, step)
         leaves = self.value[node].reshape(x.shape[0], self.n_iterations, self.k)
         return self.baseline + leaves.sum(1)
+
+
+class MemberProbabilities(MemberDecision):
+    """One classifier member's probabilities (n, C) over the model's C classes, float64."""
+
+    def __init__(self, member: PortableModel | ClassicalMember, n_classes: int) -> None:
+        super().__init__(member)
+        assert isinstance(member, PortableModel)
+        self.ovr = member.state.get("multiclass") == "ovr"
+        place = np.zeros((len(member.classes or []), n_classes))  # its class j -> code
+        place[np.arange(len(place)), np.asarray(member.classes, dtype=int)] = 1.0
+        self.register_buffer("place", _const(place))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         d = self.decision(x)
@@ -94,4 +103,11 @@ class MemberProbabilities(nn.Module):
         return full / full.sum(1, keepdim=True)
 
 
-__all__ = ["MEMBER_FLOOR", "MemberProbabilities", "tree_depth"]
+class MemberLocation(MemberDecision):
+    """One regression member's prediction (n,), float64: its Normal's location."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decision(x)[:, 0]
+
+
+__all__ = ["MEMBER_FLOOR", "MemberDecision", "MemberLocation", "MemberProbabilities", "tree_depth"]

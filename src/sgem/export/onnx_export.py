@@ -7,11 +7,11 @@ learnable gate), the experts, and the calibration `predict_proba` / `predict_qua
 `forecast` apply by default. Inputs and outputs are named and described in the file's
 metadata (`sgem.inputs`, `sgem.outputs`, ...), so a service needs nothing else.
 
-A table classifier saved as a combination exports with its scikit-learn members
-(`sgem.export.member_parts`) and their weights. Refused, with the reason: image models
-(their router reads an embedding computed with numpy or a pretrained backbone outside the
-network), regressions and forecasters saved as a combination (a mixture's quantiles; classical
-members refit at forecast time), and learnable-gate models that are not classifiers.
+A table model saved as a combination exports with its scikit-learn members and weights
+(`sgem.export.combination_parts`). Refused, with the reason: image models (their router
+reads an embedding computed with numpy or a pretrained backbone outside the network),
+forecasters saved as a combination (their classical members refit at forecast time), and
+learnable-gate models that are not classifiers.
 """
 
 from __future__ import annotations
@@ -79,19 +79,13 @@ def kind_of(model: SgemModel) -> str:
             "sgem.load(...).predict"
         )
     mix = model.combination
-    if mix is not None and not (model.is_classifier and not model.learnable_gate):
-        names = ", ".join(mix.names)
-        why = (
-            "a forecaster's classical members refit on each series at forecast time"
-            if model.is_forecaster
-            else "the quantiles of a regression's mixture of Student-t and Normal members "
-            "have no closed form the graph can express"
-        )
+    if mix is not None and model.is_forecaster:
         raise SgemUserError(
-            f"this model is saved as a combination of the MoE with other members ({names}) "
-            f"and cannot be exported: {why}; serve it with sgem.load(...).predict, or fit "
-            "with --no-combination (sgem.fit(..., combine=False)) to save the MoE alone "
-            "(a classifier's combination exports as it is)"
+            f"this model is saved as a combination of the MoE with other members "
+            f"({', '.join(mix.names)}) and cannot be exported: a forecaster's classical "
+            "members refit on each series at forecast time; serve it with "
+            "sgem.load(...).forecast, or fit with --no-combination (sgem.fit(..., "
+            "combine=False)) to save the MoE alone (a table's combination exports as it is)"
         )
     if model.learnable_gate and not model.is_classifier:
         raise SgemUserError(
@@ -166,7 +160,8 @@ def _signature(model: SgemModel, kind: str, qs: tuple[float, ...]):
         else:
             outputs = {
                 "quantiles": f"float64 (n, {len(qs)}): {q_doc}, in the target's units",
-                "point": "float32 (n,): the point prediction, in the target's units",
+                "point": f"{'float64' if model.combination else 'float32'} (n,): the point "
+                "prediction, in the target's units",
             }
     outputs |= {"cluster": "int64 (n,): nearest stored centroid", "expert": "int64 (n,)"}
     names = ["x", "codes"][: len(example)] if kind != "forecaster" else ["history"]

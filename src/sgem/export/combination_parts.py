@@ -1,0 +1,77 @@
+"""A table model saved as a combination, in the graph: the MoE's outputs mixed with its
+scikit-learn members' (`sgem.export.member_parts`) by the saved weights, as
+`sgem.moe.combination.Combination` mixes them in `predict_proba` / `predict` /
+`predict_quantiles`: a classifier's probabilities (the MoE's raw softmax and each member's),
+a regression's mixture of the MoE's Student-t and each member's Normal (its quantiles by
+`sgem.export.mixture_parts`; its point the mixture's mean or median, as saved)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..baselines.naive import NORMAL_DF
+from ..moe.combination import Combination
+from .member_parts import MemberLocation, MemberProbabilities
+from .mixture_parts import MixtureQuantiles
+
+
+def _const(values) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(values, dtype=np.float64))
+
+
+class MixedProbabilities(nn.Module):
+    """`Combination.proba`: (n, C) float64 from the MoE's logits and the model inputs."""
+
+    def __init__(self, mix: Combination, n_classes: int) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(MemberProbabilities(m, n_classes) for m in mix.members)
+        self.register_buffer("weights", _const(mix.weights))
+
+    def forward(self, moe_out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        mixed = self.weights[0] * torch.softmax(moe_out.double(), dim=1)
+        for w, member in zip(self.weights[1:], self.members, strict=True):
+            mixed = mixed + w * member(x)
+        return mixed
+
+
+class MixedRegression(nn.Module):
+    """`Combination.quantiles` (Q, n) and `Combination.point_prediction` (n,), in model
+    units, from the MoE's (n, 1, 3) Student-t and the model inputs."""
+
+    def __init__(self, mix: Combination, quantiles: Sequence[float]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(MemberLocation(m) for m in mix.members)
+        self.register_buffer("scales", _const(mix.scales))
+        self.register_buffer("weights", _const(mix.weights))
+        self.mixture = MixtureQuantiles(quantiles, mix.weights)
+        self.median = MixtureQuantiles((0.5,), mix.weights) if mix.point == "median" else None
+
+    def forward(self, moe_out: torch.Tensor, x: torch.Tensor):
+        o = moe_out.double()
+        locs = [o[:, 0, 0], *(member(x) for member in self.members)]
+        loc = torch.stack(locs)  # (members, n)
+        scale = torch.cat([o[None, :, 0, 1], self.scales[:, None].expand(-1, loc.shape[1])])
+        df = torch.cat([o[None, :, 0, 2], torch.full_like(loc[1:], NORMAL_DF)])
+        if self.median is not None:
+            point = self.median(loc, scale, df)[0]
+        else:  # `mixture_mean`
+            point = (self.weights[:, None] / self.weights.sum() * loc).sum(0)
+        return self.mixture(loc, scale, df), point
+
+
+def combination_part(model, quantiles: Sequence[float]) -> nn.Module | None:
+    """The graph's part for `model`'s saved combination (an `SgemModel` of a table), or
+    None where it was saved without one."""
+    mix = model.combination
+    if mix is None:
+        return None
+    if model.is_classifier:
+        return MixedProbabilities(mix, len(model.classes))
+    return MixedRegression(mix, quantiles)
+
+
+__all__ = ["MixedProbabilities", "MixedRegression", "combination_part"]
