@@ -49,35 +49,22 @@ def fitted(train: Path, test: Path, out: Path, target: str, seed: int, **options
 
 def fits(args: argparse.Namespace, runs: Path):
     """(data, part, seed, scores) of every fit the arguments ask for."""
+    jobs = []  # (data, part, seed, train, test, target, fit options)
     for seed in args.seeds:
         for name, kinds in MIXTURES.items():
             train, test = write_csv(seed, runs / f"{name.replace(' ', '-')}-{seed}", kinds)
             if "known_k" in args.parts:
-                out = runs / f"known-{len(kinds)}-{seed}"
-                yield (
-                    name,
-                    "known_k",
-                    seed,
-                    fitted(train, test, out, "label", seed, n_experts=len(kinds)),
+                jobs.append(
+                    (name, "known_k", seed, train, test, "label", {"n_experts": len(kinds)})
                 )
             if "budget3m" in args.parts and len(kinds) == 4:
-                out = runs / f"budget3m-{seed}"
-                yield (
-                    name,
-                    "budget3m",
-                    seed,
-                    fitted(train, test, out, "label", seed, time_budget="3m"),
-                )
-    if "tables" in args.parts:
-        for seed in args.table_seeds:
-            for name, (train, test) in tables(runs / "tables", seed, TABLES).items():
-                out = runs / f"{name}-{seed}"
-                yield (
-                    name,
-                    "tables",
-                    seed,
-                    fitted(train, test, out, "target", seed, time_budget="2m"),
-                )
+                jobs.append((name, "budget3m", seed, train, test, "label", {"time_budget": "3m"}))
+    for seed in args.table_seeds if "tables" in args.parts else []:
+        for name, (train, test) in tables(runs / "tables", seed, TABLES).items():
+            jobs.append((name, "tables", seed, train, test, "target", {"time_budget": "2m"}))
+    for name, part, seed, train, test, target, options in jobs:
+        out = runs / f"{part}-{name.replace(' ', '-')}-{seed}"
+        yield name, part, seed, fitted(train, test, out, target, seed, **options)
 
 
 def main() -> None:

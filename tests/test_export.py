@@ -158,6 +158,16 @@ def test_tables_with_categories_and_missing_values(tables, tmp_path) -> None:
     assert '"kind": ["u", "v", "w"]' in meta["sgem.categorical_columns"]
 
 
+def _fit_combined(frame: pd.DataFrame, target: str, tmp_path: Path):
+    """A tiny fit of `frame` saved as a combination in which the members carry weight."""
+    frame.to_csv(tmp_path / "table.csv", index=False)
+    fit = {"target": target, "out": tmp_path / "run", "progress": False, "config": TINY}
+    model = _quiet(sgem.fit, tmp_path / "table.csv", **fit)
+    mix = model.combination
+    assert mix is not None and len(mix.members) >= 1 and mix.weights[1:].sum() > 0
+    return model
+
+
 def test_a_classifier_saved_as_a_combination_exports_with_its_members(tmp_path) -> None:
     """Three classes, a categorical column and missing values: the saved combination
     (the MoE beside logistic regression and gradient boosting) is what the graph gives."""
@@ -169,17 +179,7 @@ def test_a_classifier_saved_as_a_combination_exports_with_its_members(tmp_path) 
     frame["label"] = np.select([score < -0.3, score < 0.8], ["lo", "mid"], "hi")
     frame.loc[::11, "b"] = np.nan
     frame.loc[::7, "kind"] = None
-    frame.to_csv(tmp_path / "three.csv", index=False)
-    model = _quiet(
-        sgem.fit,
-        tmp_path / "three.csv",
-        target="label",
-        out=tmp_path / "run",
-        progress=False,
-        config=TINY,
-    )
-    mix = model.combination
-    assert mix is not None and len(mix.members) >= 1 and mix.weights[1:].sum() > 0
+    model = _fit_combined(frame, "label", tmp_path)
     info = export_onnx(model, tmp_path / "mix.onnx")
     assert info.kind == "classifier"
     new = frame.drop(columns="label").head(60).copy()
@@ -196,17 +196,8 @@ def test_a_regression_saved_as_a_combination_exports_with_its_members(tmp_path) 
     frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "kind": rng.choice(["u", "v"], 500)})
     frame["price"] = 50 + 20 * x[:, 0] + 10 * np.sin(3 * x[:, 1]) + rng.normal(0, 5, 500)
     frame.loc[::9, "a"] = np.nan
-    frame.to_csv(tmp_path / "price.csv", index=False)
-    model = _quiet(
-        sgem.fit,
-        tmp_path / "price.csv",
-        target="price",
-        out=tmp_path / "run",
-        progress=False,
-        config=TINY,
-    )
-    mix = model.combination
-    assert mix is not None and mix.weights[1:].sum() > 0 and not model.is_classifier
+    model = _fit_combined(frame, "price", tmp_path)
+    assert not model.is_classifier
     info = export_onnx(model, tmp_path / "mix.onnx", quantiles=(0.05, 0.5, 0.95))
     assert info.kind == "regressor" and info.outputs["point"].startswith("float64")
     new = frame.drop(columns="price").head(50)

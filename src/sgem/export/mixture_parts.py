@@ -66,7 +66,10 @@ class StudentTCdf(nn.Module):
 class MixtureQuantiles(nn.Module):
     """Quantiles (Q, n) of the weighted mixture of Student-t members given as (members, n)
     locations, scales and dfs: bracketed by the members' own extreme quantiles (t.ppf from
-    `StudentTQuantiles`' table), then `STEPS` bisection steps of the mixture's CDF."""
+    `StudentTQuantiles`' table), then `STEPS` bisection steps of the mixture's CDF, each a
+    quadrature per member, row and quantile (1024 rows, three members, three quantiles:
+    0.73 s, `benchmarks/latency.py`). Where the CDF is flat at q (members far apart), any
+    point of the flat stretch is a q-quantile, and the one found may differ from numpy's."""
 
     def __init__(self, quantiles: Sequence[float], weights: Sequence[float] | np.ndarray) -> None:
         super().__init__()

@@ -48,7 +48,6 @@ from .scoring import in_target_units, labelled_rows, score_outputs, without_moe_
 DEFAULT_QUANTILES = (0.1, 0.5, 0.9)
 
 
-#: the card's name of the test split of a model saved without one
 @dataclass(frozen=True)
 class Routing:
     """Per sample: the cluster it falls in and the expert that owns that cluster."""
