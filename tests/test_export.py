@@ -181,7 +181,8 @@ def test_a_classifier_saved_as_a_combination_exports_with_its_members(tmp_path) 
     frame.loc[::7, "kind"] = None
     model = _fit_combined(frame, "label", tmp_path)
     info = export_onnx(model, tmp_path / "mix.onnx")
-    assert info.kind == "classifier"
+    assert info.kind == "classifier" and "gradient boosting" in info.describe()
+    assert read_metadata(tmp_path / "mix.onnx")["sgem.model"].startswith("a combination: the")
     new = frame.drop(columns="label").head(60).copy()
     new.loc[3, "kind"] = "never seen"
     _check(model, tmp_path / "mix.onnx", new)

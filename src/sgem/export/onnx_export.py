@@ -49,7 +49,10 @@ class ExportInfo:
     metadata: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
-        lines = [f"wrote {self.path} ({self.kind}; run it with onnxruntime)", "  inputs:"]
+        lines = [f"wrote {self.path} ({self.kind}; run it with onnxruntime)"]
+        if "sgem.model" in self.metadata:
+            lines.append(f"  model: {self.metadata['sgem.model']}")
+        lines.append("  inputs:")
         lines += [f"    {k}: {v}" for k, v in self.inputs.items()]
         lines.append("  outputs:")
         lines += [f"    {k}: {v}" for k, v in self.outputs.items()]
@@ -270,6 +273,7 @@ def _metadata(model: SgemModel, kind: str, qs, in_doc: dict, out_doc: dict) -> d
         "sgem.inputs": json.dumps(in_doc),
         "sgem.outputs": json.dumps(out_doc),
         "sgem.quantiles": json.dumps(list(qs)),
+        "sgem.model": _holds(model),
     }
     if kind == "classifier":
         meta["sgem.classes"] = json.dumps(model.classes, default=str)
@@ -283,6 +287,15 @@ def _metadata(model: SgemModel, kind: str, qs, in_doc: dict, out_doc: dict) -> d
             {c["name"]: [str(v) for v in c["categories"]] for c in categorical}
         )
     return meta
+
+
+def _holds(model: SgemModel) -> str:
+    """What the graph computes: the MoE alone, or the saved combination with its weights."""
+    mix = model.combination
+    if mix is None:
+        return "the MoE alone"
+    shares = zip(["the MoE", *mix.names], mix.weights, strict=True)
+    return "a combination: " + ", ".join(f"{name} {w:.2f}" for name, w in shares)
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
