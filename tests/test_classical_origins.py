@@ -301,3 +301,13 @@ def test_weekly_series_are_modelled_with_their_year_and_autoets_without_it() -> 
     assert "MSTL" in _long_season_note(ClassicalMember("AutoETS"), np.array([52]))
     assert _long_season_note(ClassicalMember("AutoETS"), np.array([12])) == ""
     assert _long_season_note(ClassicalMember("AutoTheta"), np.array([52])) == ""
+
+
+def test_a_saved_member_s_spread_and_tails_are_bounded() -> None:
+    """model.json has no checksum: a spread or df edited far outside what `fit_tails`
+    picks is refused on load instead of predicting."""
+    state = ClassicalMember("AutoETS", 1.5, 4.0).state()
+    assert ClassicalMember.from_state(state).spread == 1.5
+    for key, bad in (("spread", 1e308), ("df", 1e308), ("spread", 0.0), ("df", float("nan"))):
+        with pytest.raises(ValueError, match=key):
+            ClassicalMember.from_state({**state, key: bad})

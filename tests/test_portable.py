@@ -207,6 +207,7 @@ def test_missing_array_and_bad_state_refused(hgb_export):
         ("kind", "forest", "unknown kind"),
         ("n_features", -1, "n_features"),
         ("baseline", [float("nan")] * 3, "baseline"),
+        ("baseline", [1e308, 0.0, 0.0], "baseline"),  # model.json has no checksum
         ("classes", [0, 1], "n_trees_per_iteration"),
         ("n_iterations", 10**6, "tree_offsets"),
     ]:

@@ -25,6 +25,10 @@ from . import classical_pool
 from .classical_pool import Deadline, pool_workers, pooled_forecast
 
 FORMAT = "sgem.classical/1"
+#: the largest interval multiplier and df a saved member may hold (`fit_tails` picks them
+#: from grids up to 4 and 30, or the Normal's df): model.json has no checksum, and a value
+#: edited to 1e308 would load and predict
+MAX_SPREAD, MAX_DF = 1e3, 1e6
 #: the forecasters a combination can hold: statsforecast's, and seasonal naive (free, so it
 #: is always there: a fit whose budget left its network untrained still ships something sane)
 NAMES = ("AutoETS", "AutoTheta", "SeasonalNaive")
@@ -91,9 +95,9 @@ class ClassicalMember:
         in-sample intervals are often too narrow for what follows."""
         if name not in NAMES:
             raise ValueError(f"unknown classical member {name!r}: known are {', '.join(NAMES)}")
-        for what, v in (("spread", spread), ("df", df)):
-            if type(v) not in (int, float) or not (np.isfinite(v) and v > 0):
-                raise ValueError(f"a classical member's {what} must be a positive number")
+        for what, v, most in (("spread", spread, MAX_SPREAD), ("df", df, MAX_DF)):
+            if type(v) not in (int, float) or not 0 < v <= most:
+                raise ValueError(f"a classical member's {what} must lie in (0, {most:g}]")
         self.name, self.spread, self.df = name, float(spread), float(df)
         #: the seconds of the first `FIT_TIMES_KEPT` local fits `forecast` made in this
         #: process, in order (the first also pays one-off start-up costs): what a forecast of
