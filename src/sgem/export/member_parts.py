@@ -5,9 +5,9 @@ probabilities (`sgem.moe.combination.Combination.proba`) or its mixture's quanti
 Each module mirrors `sgem.moe.portable.PortableModel` on the checked arrays, in float64: a
 classifier's `predict_proba` followed by what `Combination.member_outputs` does to it (each
 class's probability at least 1e-12, renormalised, placed at its class's code), a
-regression's `predict` (the location of its Normal). Gradient boosting's
-trees are walked all at once, one level per step, for as many steps as the deepest tree has
-levels (a row at a leaf stays there): a static graph of a few ops per level.
+regression's `predict` (the location of its Normal). Gradient boosting's trees are walked
+all at once, one level per step, for as many steps as the deepest tree has levels (a row at
+a leaf stays there): a static graph of a few ops per level.
 """
 
 from __future__ import annotations
