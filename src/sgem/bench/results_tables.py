@@ -19,14 +19,16 @@ def fmt(v: object) -> str:
     return str(v).replace("|", "\\|")
 
 
-def scalars(d: dict, prefix: str = "") -> dict:
-    """The scalar leaves of `d` (nested keys joined by '.'), bookkeeping keys left out."""
+def scalars(d: dict, prefix: str = "", named: frozenset = frozenset()) -> dict:
+    """The scalar leaves of `d` (nested keys joined by '.'), bookkeeping keys left out, and
+    text over 40 characters unless its key is one of the `named` columns."""
     out: dict = {}
     for k, v in d.items():
         numbers = isinstance(v, list) and v and all(isinstance(x, int | float) for x in v)
+        short = len(str(v)) <= 40 or prefix + k in named
         if isinstance(v, dict) and k not in SKIP:
-            out.update(scalars(v, f"{prefix}{k}."))
-        elif k not in SKIP and (isinstance(v, int | float) or numbers or len(str(v)) <= 40):
+            out.update(scalars(v, f"{prefix}{k}.", named))
+        elif k not in SKIP and (isinstance(v, int | float) or numbers or short):
             out[prefix + k] = v
     return out
 
@@ -70,7 +72,8 @@ def paired(d: dict, _: str) -> list[str]:
 
 def records(d: dict, spec: str) -> list[str]:
     key, cols = spec.split(":")
-    return table([scalars(r) for r in d[key]], cols.split(","))
+    columns = cols.split(",")
+    return table([scalars(r, named=frozenset(columns)) for r in d[key]], columns)
 
 
 def keyed(d: dict, key: str) -> list[str]:
