@@ -204,6 +204,9 @@ def test_a_regression_saved_as_a_combination_exports_with_its_members(tmp_path) 
     new = frame.drop(columns="price").head(50)
     _check(model, tmp_path / "mix.onnx", new, (0.05, 0.5, 0.95))
     _check(model, tmp_path / "mix.onnx", new.iloc[[9]], (0.05, 0.5, 0.95))
+    model.combination.point = "median"  # (a combination can save its median as the point)
+    export_onnx(model, tmp_path / "median.onnx", quantiles=(0.5,))
+    _check(model, tmp_path / "median.onnx", new, (0.5,))
 
 
 def test_the_student_t_cdf_matches_scipy() -> None:
