@@ -9,18 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..baselines.naive import NORMAL_DF
 from ..moe.combination import Combination
+from .graph_parts import _const
 from .member_parts import MemberLocation, MemberProbabilities
 from .mixture_parts import MixtureQuantiles
-
-
-def _const(values) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(values, dtype=np.float64))
 
 
 class MixedProbabilities(nn.Module):

@@ -18,13 +18,10 @@ from torch import nn
 
 from ..moe.classical import ClassicalMember
 from ..moe.portable import PortableModel
+from .graph_parts import _const
 
 #: the least probability `Combination.member_outputs` gives a member's class
 MEMBER_FLOOR = 1e-12
-
-
-def _const(values, dtype=torch.float64) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(values), dtype=dtype)
 
 
 def tree_depth(arrays: dict[str, np.ndarray]) -> int:

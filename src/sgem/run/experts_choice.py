@@ -199,6 +199,8 @@ def _chosen(report: list[dict], key: str, rows: list[np.ndarray | None] | None =
     NLL, and two experts split one structure between them; unpaired, one standard error
     (0.014) also kept K = 3 on four structures where K = 4 was 0.011 ahead and gave each
     structure its expert."""
+    from ..leaderboard.cross_fit import standard_error  # (torch: only once Ks are compared)
+
     best = _best(report, key)
     arrays = [r for r in rows or [] if r is not None]
     if key != "choice_nll" or len(arrays) != len(report) or len({len(a) for a in arrays}) != 1:
@@ -206,7 +208,7 @@ def _chosen(report: list[dict], key: str, rows: list[np.ndarray | None] | None =
     within = []
     for i, row in enumerate(report):
         diff = arrays[i] - arrays[best]
-        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+        se = standard_error(diff) if len(diff) > 1 else 0.0
         row["paired_difference_to_best"], row["paired_difference_se"] = float(diff.mean()), se
         if diff.mean() <= se:
             within.append(i)
