@@ -519,8 +519,8 @@ def test_a_sampled_scikit_learn_member_is_fitted_once_on_twice_the_rows() -> Non
             return super().fit(x, y)
 
     class Linear(LinearModel):
-        def _maker(self, task, seed):
-            return "logistic regression", Recorded
+        def _maker(self, task, budget):
+            return "logistic regression", Recorded, ""
 
     result = Linear().fit_evaluate(task, MethodBudget(reference_values=4 * 12_000))
     assert rows == [24_000], "one fit, on twice the 12 000 rows the cap gives a fit"

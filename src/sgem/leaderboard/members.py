@@ -48,6 +48,7 @@ from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
+from .boosting_settings import choose_settings, tunable
 from .series_members import ClassicalReference
 
 #: `MethodResult.extra`'s key of a scikit-learn member's out-of-fold outputs on train + validation
@@ -282,12 +283,15 @@ class _ScikitLearn:
     uses_domain_labels = False
     name = "scikit-learn"
 
-    def _maker(self, task: ClusteredTask, seed: int) -> tuple[str, Callable[[], Any]]:
+    def _maker(
+        self, task: ClusteredTask, budget: MethodBudget
+    ) -> tuple[str, Callable[[], Any], str]:
+        """(its name, what builds it, a note on how it was set up: "" for the defaults)"""
         raise NotImplementedError
 
     def fit_evaluate(self, task: ClusteredTask, budget: MethodBudget) -> MethodResult:
-        name, make = self._maker(task, budget.seed)
         start = time.perf_counter()
+        name, make, note = self._maker(task, budget)
         fields: dict[str, Any] = {"kind": self.kind, "crps_samples": budget.crps_samples}
         joined = _joined(task.train, task.val)
         # a user's table's combination weighs its scikit-learn members on every row's
@@ -323,6 +327,7 @@ class _ScikitLearn:
             test_output=test,
             fitted=Fitted(estimator=fitted, scale=scale),
             extra=extra,
+            note=note,
             **fields,
         )
 
@@ -332,25 +337,43 @@ class LinearModel(_ScikitLearn):
 
     name = "linear model"
 
-    def _maker(self, task: ClusteredTask, seed: int) -> tuple[str, Callable[[], Any]]:
+    def _maker(
+        self, task: ClusteredTask, budget: MethodBudget
+    ) -> tuple[str, Callable[[], Any], str]:
         from sklearn.linear_model import LogisticRegression, Ridge
 
         if task.loss == "cross_entropy":
-            return "logistic regression", lambda: LogisticRegression(max_iter=2000)
-        return "ridge regression", lambda: Ridge(alpha=1.0)
+            return "logistic regression", lambda: LogisticRegression(max_iter=2000), ""
+        return "ridge regression", lambda: Ridge(alpha=1.0), ""
 
 
 class GradientBoosting(_ScikitLearn):
-    """Histogram gradient boosting (classifier or regressor), seeded by the budget."""
+    """Histogram gradient boosting (classifier or regressor), seeded by the budget; on a
+    small table with `budget.reference_seconds`, its settings chosen by cross-validation on
+    the training split (`sgem.leaderboard.boosting_settings`)."""
 
     name = "gradient boosting"
 
-    def _maker(self, task: ClusteredTask, seed: int) -> tuple[str, Callable[[], Any]]:
+    def _maker(
+        self, task: ClusteredTask, budget: MethodBudget
+    ) -> tuple[str, Callable[[], Any], str]:
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-        if task.loss == "cross_entropy":
-            return self.name, lambda: HistGradientBoostingClassifier(random_state=seed)
-        return self.name, lambda: HistGradientBoostingRegressor(random_state=seed)
+        classes = task.loss == "cross_entropy"
+        model = HistGradientBoostingClassifier if classes else HistGradientBoostingRegressor
+        seed = budget.seed
+
+        def made(**settings: Any) -> Any:
+            return model(random_state=seed, **settings)
+
+        x, y = _x(task.train), _targets(task.train)
+        if budget.reference_seconds is None or not tunable(
+            len(y), x.shape[1], task.n_classes if classes else None
+        ):
+            return self.name, made, ""
+        y = y if classes else _first_step(y)
+        settings, note = choose_settings(made, x, y, classes, seed, budget.reference_seconds)
+        return self.name, lambda: made(**settings), note
 
 
 def _refit_on_every_row(task: ClusteredTask, make, joined: Split) -> tuple[Any, int] | None:

@@ -62,6 +62,9 @@ class MethodBudget:
         reference_values: the most values (rows x features x fits) a scikit-learn
             reference is fitted on, a seeded sample of the rows beyond it (None: every row;
             `sgem.leaderboard.members.SCIKIT_LEARN_VALUES_PER_SECOND`).
+        reference_seconds: the seconds a scikit-learn reference may spend choosing its
+            settings by cross-validation (None: scikit-learn's defaults;
+            `sgem.leaderboard.boosting_settings`).
         shared: what methods of one run share (`Shared`); copied by reference.
     """
 
@@ -77,6 +80,7 @@ class MethodBudget:
     device: str = "cpu"
     deadline: float | None = None
     reference_values: int | None = None
+    reference_seconds: float | None = None
     shared: Shared = field(default_factory=Shared, repr=False, compare=False)
 
     def __post_init__(self) -> None:

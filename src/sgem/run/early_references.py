@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import write_atomic
+from ..leaderboard.boosting_settings import tuning_seconds
 from ..leaderboard.members import (
     MIN_SAMPLED_ROWS,
     SCIKIT_LEARN_VALUES_PER_SECOND,
@@ -91,7 +92,12 @@ def table_references(task, space, seed: int, crps_samples: int, clock) -> list |
 
 
 def _fitted(task, space, seed: int, crps_samples: int, clock, values: int | None) -> list | None:
-    budget = MethodBudget(seed=seed, crps_samples=crps_samples, reference_values=values)
+    budget = MethodBudget(
+        seed=seed,
+        crps_samples=crps_samples,
+        reference_values=values,
+        reference_seconds=tuning_seconds(clock.budget),
+    )
     with clock.timed("scikit_learn_references"):
         refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
     return None if any(r.val_output is None for r in refs) else refs
