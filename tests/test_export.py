@@ -349,3 +349,26 @@ def test_member_probabilities_match_the_portable_models(n_classes) -> None:
         want /= want.sum(1, keepdims=True)
         got = MemberProbabilities(member, n_classes)(torch.as_tensor(feed)).numpy()
         assert np.abs(got - want).max() < 1e-12, state[0]["kind"]
+
+
+def test_the_graph_names_its_network_as_the_leaderboard_does() -> None:
+    """Where selective routing sent every cluster to the global network, the graph's
+    `sgem.model` says so (it used to say "the MoE" whatever the routing)."""
+    from types import SimpleNamespace
+
+    from sgem.export.onnx_export import _holds
+
+    mix = SimpleNamespace(names=["ridge regression"], weights=[0.84, 0.16])
+
+    def model(fallback: list[int], combination) -> SimpleNamespace:
+        info = {"leaderboard": {"fallback_clusters": fallback}}
+        return SimpleNamespace(
+            spec=SimpleNamespace(info=info, n_clusters=3), combination=combination
+        )
+
+    assert _holds(model([0, 1, 2], mix)) == (
+        "a combination: the global network 0.84, ridge regression 0.16"
+    )
+    assert _holds(model([1], mix)).startswith("a combination: the MoE 0.84")
+    assert _holds(model([0, 1, 2], None)) == "the global network alone"
+    assert _holds(model([], None)) == "the MoE alone"

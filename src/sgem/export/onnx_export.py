@@ -290,11 +290,16 @@ def _metadata(model: SgemModel, kind: str, qs, in_doc: dict, out_doc: dict) -> d
 
 
 def _holds(model: SgemModel) -> str:
-    """What the graph computes: the MoE alone, or the saved combination with its weights."""
+    """What the graph computes: the MoE, or the saved combination with its weights; the
+    network is "the global network" where selective routing sent every cluster to it
+    (the leaderboard's `fallback_clusters`), as the leaderboard names it."""
+    board = model.spec.info.get("leaderboard") or {}
+    fallback = board.get("fallback_clusters") or []
+    network = "the global network" if len(fallback) == model.spec.n_clusters else "the MoE"
     mix = model.combination
     if mix is None:
-        return "the MoE alone"
-    shares = zip(["the MoE", *mix.names], mix.weights, strict=True)
+        return f"{network} alone"
+    shares = zip([network, *mix.names], mix.weights, strict=True)
     return "a combination: " + ", ".join(f"{name} {w:.2f}" for name, w in shares)
 
 
