@@ -2,7 +2,7 @@
 table saves (logistic / ridge regression, gradient boosting) fitted on 80 % of the
 training rows (what a fit's train + validation hold) and on all of them (what `sgem fit`
 saves since its members are refitted on the holdout too), scored on the same 20 % test rows,
-over seeded splits: the learning curve behind `sgem.leaderboard.members._refit_on_every_row`.
+over seeded splits: the learning curve behind `sgem.leaderboard.table_members._refit_on_every_row`.
 
     python benchmarks/refit_members.py --splits 8
 

@@ -14,7 +14,7 @@ from sgem.leaderboard.boosting_settings import (
     tunable,
     tuning_seconds,
 )
-from sgem.leaderboard.members import GradientBoosting
+from sgem.leaderboard.table_members import GradientBoosting
 from sgem.methods.budget import MethodBudget
 
 #: two settings where the whole grid is not what a test is about (each setting is a

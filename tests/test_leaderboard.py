@@ -250,7 +250,7 @@ def test_a_user_tables_members_are_weighed_on_every_rows_out_of_fold_outputs() -
     from types import SimpleNamespace
 
     from sgem.data.task import Split
-    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_members import OUT_OF_FOLD
     from sgem.leaderboard.table_weights import MIN_HOLDOUT_ROWS, _members_then_moe
     from sgem.methods.result import MethodResult
 
@@ -290,7 +290,7 @@ def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> N
     from types import SimpleNamespace
 
     from sgem.data.task import Split
-    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_members import OUT_OF_FOLD
     from sgem.leaderboard.table_weights import table_weights
     from sgem.methods.result import MethodResult
 
@@ -397,7 +397,7 @@ def test_a_small_tables_members_are_weighed_on_every_row_not_on_validation() -> 
 
     from sgem.data.task import Split
     from sgem.leaderboard.combining import MIN_HOLDOUT_ROWS, combine
-    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_members import OUT_OF_FOLD
     from sgem.methods.result import Fitted, MethodResult
 
     rng = np.random.default_rng(1)
@@ -464,7 +464,7 @@ def test_a_scikit_learn_member_is_fitted_on_a_seeded_sample_of_a_large_table(los
     from sklearn.linear_model import LogisticRegression, Ridge
 
     from sgem.data.task import Split
-    from sgem.leaderboard.members import _sklearn_outputs
+    from sgem.leaderboard.table_members import _sklearn_outputs
 
     rng = np.random.default_rng(0)
     classes = loss == "cross_entropy"
@@ -498,7 +498,7 @@ def test_a_sampled_scikit_learn_member_is_fitted_once_on_twice_the_rows() -> Non
     from sklearn.linear_model import LogisticRegression
 
     from sgem.data.task import Split
-    from sgem.leaderboard.members import LinearModel
+    from sgem.leaderboard.table_members import LinearModel
     from sgem.methods.budget import MethodBudget
 
     rng = np.random.default_rng(0)
@@ -539,7 +539,7 @@ def test_an_moe_certain_and_wrong_on_one_row_keeps_its_weight_beside_the_members
     from types import SimpleNamespace
 
     from sgem.data.task import Split
-    from sgem.leaderboard.members import OUT_OF_FOLD
+    from sgem.leaderboard.table_members import OUT_OF_FOLD
     from sgem.leaderboard.table_weights import MIN_MEMBERS_SHARE, _members_then_moe
     from sgem.methods.result import MethodResult
 

@@ -84,6 +84,17 @@ class Split:
         src = None if self.source is None else self.source[index]
         return Split(self.x[index], self.y[index], self.cluster[index], src)
 
+    def joined(self, other: Split) -> Split:
+        """This split's samples, then `other`'s (e.g. train + validation, as a refit sees
+        them; `source` is kept only where both have it)."""
+        both = self.source is not None and other.source is not None
+        return Split(
+            np.concatenate([self.x, other.x]),
+            np.concatenate([self.y, other.y]),
+            np.concatenate([self.cluster, other.cluster]),
+            np.concatenate([self.source, other.source]) if both else None,
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class ClusteredTask:

@@ -26,8 +26,8 @@ from .board import (
 )
 from .cross_fit import COMBINE_MARGIN_SE, cross_fitted_gain, standard_error
 from .forecast_cost import forecast_report, within_allowance
-from .members import OUT_OF_FOLD, REFIT_ROWS
 from .series_members import MIN_SUBSET_WINDOWS, SUBSET
+from .table_members import OUT_OF_FOLD, REFIT_ROWS
 from .table_weights import MIN_HOLDOUT_ROWS, table_weights
 
 #: a forecasting combination's weights: this share the classical members' equal

@@ -43,13 +43,13 @@ from .board import (
 from .combining import combine_within, entry, fitted_of, test_of, val_of
 from .members import (
     GlobalNetwork,
-    folded_table,
     global_network_seconds,
     network_out_of_fold,
     reference_budget,
     reference_methods,
 )
 from .series_members import SUBSET
+from .table_members import folded_table
 
 #: the report's word where the run's `combine: false` kept the combination out
 COMBINATION_OFF = "off (combine: false, --no-combination): the MoE is saved"

@@ -11,7 +11,7 @@ from ..data.task import ClusteredTask
 from ..methods.result import MethodResult
 from .board import ROUNDS, combination_scores, greedy_ensemble
 from .cross_fit import COMBINE_MARGIN_SE, cross_fitted, standard_error
-from .members import OUT_OF_FOLD
+from .table_members import OUT_OF_FOLD
 
 #: a user's table's combination is fit on its holdout rows where it has at least this many,
 #: or where every scikit-learn member has out-of-fold outputs (then the members are weighed

@@ -61,7 +61,7 @@ class MethodBudget:
         deadline: a `time.perf_counter()` value after which a search starts no iteration.
         reference_values: the most values (rows x features x fits) a scikit-learn
             reference is fitted on, a seeded sample of the rows beyond it (None: every row;
-            `sgem.leaderboard.members.SCIKIT_LEARN_VALUES_PER_SECOND`).
+            `sgem.leaderboard.table_members.SCIKIT_LEARN_VALUES_PER_SECOND`).
         reference_seconds: the seconds a scikit-learn reference may spend choosing its
             settings by cross-validation (None: scikit-learn's defaults;
             `sgem.leaderboard.boosting_settings`).

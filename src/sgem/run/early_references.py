@@ -18,11 +18,8 @@ import numpy as np
 
 from ..atomic import write_atomic
 from ..leaderboard.boosting_settings import tuning_seconds
-from ..leaderboard.members import (
-    MIN_SAMPLED_ROWS,
-    SCIKIT_LEARN_VALUES_PER_SECOND,
-    reference_methods,
-)
+from ..leaderboard.members import reference_methods
+from ..leaderboard.table_members import MIN_SAMPLED_ROWS, SCIKIT_LEARN_VALUES_PER_SECOND
 from ..methods.budget import MethodBudget
 from ..methods.result import Fitted, MethodResult
 from ..moe.classical import ClassicalMember
