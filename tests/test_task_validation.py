@@ -283,3 +283,12 @@ def test_mask_sampler_rejects_a_zero_minimum() -> None:
 
     with pytest.raises(ValueError, match="min_size >= 1"):
         log_uniform_size_mask(10, np.random.default_rng(0), min_size=0)
+
+
+def test_joined_splits_keep_their_order_and_drop_a_half_known_source():
+    a = Split(np.zeros((2, 3)), np.zeros(2), np.array([0, 1]), np.array([5, 6]))
+    b = Split(np.ones((1, 3)), np.ones(1), np.array([2]), np.array([7]))
+    both = a.joined(b)
+    assert len(both) == 3 and both.cluster.tolist() == [0, 1, 2]
+    assert both.source is not None and both.source.tolist() == [5, 6, 7]
+    assert a.joined(Split(b.x, b.y, b.cluster)).source is None
