@@ -145,12 +145,13 @@ class GradientBoosting(_ScikitLearn):
             return model(random_state=seed, **settings)
 
         x, y = _x(task.train), _targets(task.train)
-        if budget.reference_seconds is None or not tunable(
-            len(y), x.shape[1], task.n_classes if classes else None
+        seconds = budget.reference_seconds
+        if seconds is None or not tunable(
+            len(y), x.shape[1], task.n_classes if classes else None, seconds
         ):
             return self.name, made, ""
         y = y if classes else _first_step(y)
-        settings, note = choose_settings(made, x, y, classes, seed, budget.reference_seconds)
+        settings, note = choose_settings(made, x, y, classes, seed, seconds)
         return self.name, lambda: made(**settings), note
 
 
