@@ -79,7 +79,7 @@ def test_a_classifier_is_chosen_by_its_log_loss(monkeypatch):
 def test_only_small_tables_are_tuned():
     assert tunable(500, 30, None, 12.0) and tunable(1000, 10, 10, 12.0)
     assert not tunable(100_000, 20, None, np.inf) and not tunable(2000, 64, 10, np.inf)
-    assert tunable(1150, 64, 10, 12.0) and not tunable(1150, 64, 10, 3.0), "digits at 2m / 30 s"
+    assert tunable(1150, 64, 10, 12.0) and not tunable(1150, 64, 10, 3.0), "digits: 2m, 30 s"
     assert tuning_seconds(120.0) == 12.0 and tuning_seconds(None) == np.inf
 
 
