@@ -144,7 +144,7 @@ def main() -> None:
     p.add_argument(
         "--budget", type=float, nargs="+", default=[120.0], help="seconds per table fit (each)"
     )
-    p.add_argument("--table-seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--table-seeds", type=int, nargs="*", default=[0, 1, 2], help="none: no tables")
     every = TABLES + STATSMODELS_TABLES + LARGE_TABLES
     p.add_argument("--tables", nargs="+", default=list(TABLES), choices=every)
     p.add_argument("--runs", default="/tmp/sgem-leaderboard")
