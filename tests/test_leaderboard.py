@@ -316,6 +316,37 @@ def test_a_saved_network_with_out_of_fold_outputs_is_weighed_on_every_row() -> N
     assert judged is not None and len(judged[1]) == 860
 
 
+def test_a_saved_network_is_not_weighed_on_fewer_rows_than_a_holdout_needs() -> None:
+    """A network right on every row beside a member right on 80 %: on 60 rows it takes the
+    weight; on fewer than `MIN_HOLDOUT_ROWS` in all it takes none (too few rows to judge it,
+    as the MoE on a small holdout)."""
+    from types import SimpleNamespace
+
+    from sgem.data.task import Split
+    from sgem.leaderboard.table_members import OUT_OF_FOLD
+    from sgem.leaderboard.table_weights import MIN_HOLDOUT_ROWS, table_weights
+    from sgem.methods.result import MethodResult
+
+    rng = np.random.default_rng(2)
+
+    def weights(rows: int) -> np.ndarray:
+        n_train, n_val = rows // 2, rows // 4
+        sizes = (n_train, n_val, rows - n_train - n_val)
+        splits = [Split(np.zeros((n, 1)), rng.integers(0, 2, n), np.zeros(n, int)) for n in sizes]
+        task = SimpleNamespace(train=splits[0], val=splits[1], test=splits[2], loss="cross_entropy")
+        seen = np.r_[task.train.y, task.val.y]
+
+        def member(y: np.ndarray, right: float) -> np.ndarray:
+            return _logits(np.where(y == 1, right, 1 - right))
+
+        a = MethodResult("A", 0, extra={OUT_OF_FOLD: member(seen, 0.8)})
+        holdout = [member(task.test.y, 0.95), member(task.test.y, 0.8)]
+        return table_weights(task, holdout, [a], member(seen, 0.95))[0]
+
+    assert weights(60)[0] > 0.5
+    assert weights(MIN_HOLDOUT_ROWS - 10)[0] == 0.0
+
+
 def test_no_combination_saves_the_moe_and_says_so(tmp_path) -> None:
     """`sgem fit --no-combination` on the table whose saved model is otherwise a combination
     (above): the MoE is saved, the leaderboard says the combination was off, the run config
