@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 import warnings
@@ -53,9 +54,9 @@ SEARCH = {  # a seconds-long search (tests/helpers.py TINY_SEARCH)
 
 def _toy(runs: Path, seed: int):
     run = runs / f"toy-seed{seed}"
-    if not (run / "model").is_dir():
-        subprocess.run(["sgem", "run", "toy", "--seed", str(seed), "--out", str(run), "--quiet"],
-                       check=True)  # fmt: skip
+    shutil.rmtree(run, ignore_errors=True)  # a fresh run: never one of older code
+    subprocess.run(["sgem", "run", "toy", "--seed", str(seed), "--out", str(run), "--quiet"],
+                   check=True)  # fmt: skip
     rng = np.random.default_rng(seed)
     return sgem.load(run), lambda n: rng.normal(0, 3, (n, 2))
 
