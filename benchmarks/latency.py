@@ -69,10 +69,10 @@ def _table(runs: Path, seed: int, combine: bool = False, target: str = "label"):
     frame["price"] = 10 + 2 * x[:, 0] + np.sin(2 * x[:, 1]) + rng.normal(0, 0.5, 600)
     frame.loc[::17, "a"] = np.nan
     run = runs / f"table{'-combined' if combine else ''}-{target}-seed{seed}"
-    if not (run / "model").is_dir():
-        data = frame.drop(columns={"label": "price", "price": "label"}[target])
-        sgem.fit(data, target=target, out=run, progress=False, config={"search": SEARCH},
-                 seed=seed, combine=combine)  # fmt: skip
+    shutil.rmtree(run, ignore_errors=True)  # a fresh run: never one of older code
+    data = frame.drop(columns={"label": "price", "price": "label"}[target])
+    sgem.fit(data, target=target, out=run, progress=False, config={"search": SEARCH},
+             seed=seed, combine=combine)  # fmt: skip
     rows = frame.drop(columns=["label", "price"])
     return sgem.load(run), lambda n: rows.sample(n, replace=True, random_state=seed)
 
@@ -82,17 +82,17 @@ def _series(runs: Path, seed: int):
     series = [(1 + i) * (10 + np.sin(np.arange(260) * 2 * np.pi / 7)) + rng.normal(0, 0.2, 260)
               for i in range(6)]  # fmt: skip
     run = runs / f"series-seed{seed}"
-    if not (run / "model").is_dir():
-        long = pd.concat(
-            pd.DataFrame({"unique_id": f"s{i}", "ds": pd.date_range("2020-01-01", periods=260),
-                          "y": s}) for i, s in enumerate(series)
-        )  # fmt: skip
-        config = {
-            "search": {**SEARCH, "n_experts": 2, "train": {"steps": 10, "batch_size": 32}},
-            "task": {"n_windows": 300, "n_clusters": 4}, "space": {"channels": 4, "n_nodes": 2},
-            "crps_samples": 10,
-        }  # fmt: skip
-        sgem.fit(long, horizon=7, out=run, progress=False, config=config, seed=seed, combine=False)
+    shutil.rmtree(run, ignore_errors=True)  # a fresh run: never one of older code
+    long = pd.concat(
+        pd.DataFrame({"unique_id": f"s{i}", "ds": pd.date_range("2020-01-01", periods=260),
+                      "y": s}) for i, s in enumerate(series)
+    )  # fmt: skip
+    config = {
+        "search": {**SEARCH, "n_experts": 2, "train": {"steps": 10, "batch_size": 32}},
+        "task": {"n_windows": 300, "n_clusters": 4}, "space": {"channels": 4, "n_nodes": 2},
+        "crps_samples": 10,
+    }  # fmt: skip
+    sgem.fit(long, horizon=7, out=run, progress=False, config=config, seed=seed, combine=False)
     return sgem.load(run), lambda n: [series[i % 6][-100:] for i in range(n)]
 
 
