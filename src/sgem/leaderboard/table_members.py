@@ -144,12 +144,13 @@ class GradientBoosting(_ScikitLearn):
         def made(**settings: Any) -> Any:
             return model(random_state=seed, **settings)
 
-        x, y = _x(task.train), _targets(task.train)
         seconds = budget.reference_seconds
+        features = int(np.prod(task.train.x.shape[1:]))  # (its size only: no copy of a large x)
         if seconds is None or not tunable(
-            len(y), x.shape[1], task.n_classes if classes else None, seconds
+            len(task.train), features, task.n_classes if classes else None, seconds
         ):
             return self.name, made, ""
+        x, y = _x(task.train), _targets(task.train)
         y = y if classes else _first_step(y)
         settings, note = choose_settings(made, x, y, classes, seed, seconds)
         return self.name, lambda: made(**settings), note
