@@ -49,6 +49,7 @@ from sgem.bench.user_tables import (
     LARGE_TABLES,
     STATSMODELS_TABLES,
     TABLES,
+    interval_coverage,
     metric,
     scikit_learn,
     tables,
@@ -124,10 +125,10 @@ def table(name: str, paths: tuple[Path, Path], budget: float, runs: Path, seed: 
         lines = fit.stderr.strip().splitlines() or [f"exit status {fit.returncode}"]
         return row | {"fit_failed": lines[-1], "gap": None, "meets_aim": False}
     result = json.loads((out / "result.json").read_text())
-    model = sgem.load(out)
-    saved = metric(
-        test["target"].to_numpy(), np.asarray(model.predict(test.drop(columns="target"))), classes
-    )
+    model, x, y = sgem.load(out), test.drop(columns="target"), test["target"].to_numpy()
+    saved = metric(y, np.asarray(model.predict(x)), classes)
+    if not classes:  # the saved 80 % interval on the same rows
+        row |= interval_coverage(model, x, y)
     row |= {
         "saved": saved,
         "saved_model": result["leaderboard"]["shipped"]["model"],

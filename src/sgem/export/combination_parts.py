@@ -43,7 +43,13 @@ class MixedRegression(nn.Module):
         self.members = nn.ModuleList(MemberLocation(m) for m in mix.members)
         self.register_buffer("scales", _const(mix.scales))
         self.register_buffer("weights", _const(mix.weights))
-        self.mixture = MixtureQuantiles(quantiles, mix.weights)
+        qs = sorted(float(q) for q in quantiles)
+        self.spread = float(mix.interval_scale)
+        # the median is found beside the quantiles where the spread moves them about it
+        levels = qs if self.spread == 1.0 else sorted({*qs, 0.5})
+        self.at_median = levels.index(0.5) if 0.5 in levels else -1
+        self.chosen = [levels.index(q) for q in qs]
+        self.mixture = MixtureQuantiles(levels, mix.weights)
         self.median = MixtureQuantiles((0.5,), mix.weights) if mix.point == "median" else None
 
     def forward(self, moe_out: torch.Tensor, x: torch.Tensor):
@@ -56,7 +62,11 @@ class MixedRegression(nn.Module):
             point = self.median(loc, scale, df)[0]
         else:  # `mixture_mean`
             point = (self.weights[:, None] / self.weights.sum() * loc).sum(0)
-        return self.mixture(loc, scale, df), point
+        found = self.mixture(loc, scale, df)  # (levels, n)
+        if self.spread != 1.0:  # `Combination.quantiles_of`: distances from the median scaled
+            median = found[self.at_median]
+            found = median + self.spread * (found[self.chosen] - median)
+        return found, point
 
 
 def combination_part(model, quantiles: Sequence[float]) -> nn.Module | None:

@@ -17,6 +17,7 @@ from ..moe.combination import (
     averaged_quantiles,
     conformal_spread,
     member_quantiles,
+    mixture_quantiles,
     quantile_loss,
 )
 from .board import (
@@ -173,7 +174,7 @@ def combine(
     ]
     val_outs = None if ship_val is None else [ship_val[has], *[val_of(m)[has] for m in members]]
     test_outs = [ship_test, *[test_of(m) for m in members]]
-    spread = 1.0
+    spread, spread_on = 1.0, ""
     both_parts = val_outs is not None and not random_val  # (validation random: holdout alone)
     if forecasting:  # the combined 80 % interval made to cover 80 % of every held-out step:
         # validation (a window of every series) and the holdout (the latest ones) pooled
@@ -183,6 +184,10 @@ def combine(
             y_pooled = np.concatenate([task.val.y[has], y_pooled])
         kept, on = _on_all_scored(pooled)
         spread = conformal_spread(averaged_quantiles(kept, w, WQL_GRID), y_pooled[on])
+    elif point:  # a regression's 80 % interval made to cover 80 % of the rows weighed on
+        spread, spread_on = _regression_spread(
+            task, outs, y_val, judged, folded, ready, (0, *used), w
+        )
     combination, state, arrays = Combination.build(
         w,
         [m.method for m in members],
@@ -203,8 +208,8 @@ def combine(
         "seconds": 0.0,
         "validation": {k.removeprefix("test_"): v for k, v in validation.items()},
         "holdout": {k.removeprefix("test_"): v for k, v in holdout.items()},
-        "note": f"weights fit on {fit_on}"
-        f"{_subset_note(members, len(y_val))}{_width_note(forecasting, both_parts, spread)}"
+        "note": f"weights fit on {fit_on}{_subset_note(members, len(y_val))}"
+        f"{_width_note(forecasting, both_parts, spread, spread_on)}"
         f"{prior_note}; "
         f"paired gain there in {_gain_measure(forecasting, point)} "
         f"{gain.mean():.4f} (se {se:.4f}){_refit_note(members)}",
@@ -283,11 +288,45 @@ def _refit_note(members: list[MethodResult]) -> str:
     )
 
 
-def _width_note(forecasting: bool, pooled: bool, spread: float) -> str:
-    if not forecasting:
+def _width_note(forecasting: bool, pooled: bool, spread: float, on: str = "") -> str:
+    if forecasting:
+        on = "validation and holdout" if pooled else "the holdout"
+    if not on:
         return ""
-    on = "validation and holdout" if pooled else "the holdout"
     return f" (interval width x{spread:.2f} on {on}: there its 80 % interval covers 80 %)"
+
+
+def _regression_spread(
+    task: ClusteredTask,
+    outs: list[np.ndarray],
+    y: np.ndarray,
+    judged: tuple[list[np.ndarray], np.ndarray] | None,
+    folded: bool,
+    ready: list[MethodResult],
+    chosen: tuple[int, ...],
+    weights: np.ndarray,
+) -> tuple[float, str]:
+    """(the factor on a regression combination's quantiles' distances from its median that
+    makes its 80 % interval cover 80 % of the rows its weights were fit on, which rows):
+    split-conformal, as a forecaster's (`conformal_spread`), on every row where the members
+    were weighed on their out-of-fold outputs and the MoE has none or no weight (`folded`),
+    else on the rows the weights were fit on. Why: each scikit-learn member is a Normal
+    whose scale is its out-of-fold RMSE; on a skewed target (statsmodels' doctor visits,
+    4038 test rows: most at 0 or 1, a long tail) most rows sit well inside such an
+    interval, and the saved model's 80 % interval covered 93 % of new rows."""
+    if judged is not None:
+        rows, y_rows, on = [judged[0][i] for i in chosen], judged[1], "every row"
+    elif folded and weights[0] == 0:  # the members alone: their out-of-fold rows too
+        y_rows, on = np.concatenate([task.train.y, task.val.y, task.test.y]), "every row"
+        rows = [
+            outs[0][:0],
+            *[np.concatenate([ready[i - 1].extra[OUT_OF_FOLD], outs[i]]) for i in chosen[1:]],
+        ]
+    else:
+        rows, y_rows, on = [outs[i] for i in chosen], y, "the rows the weights were fit on"
+    kept = [(o, w) for o, w in zip(rows, weights, strict=True) if w > 0]
+    found = mixture_quantiles([o for o, _ in kept], [w for _, w in kept], (0.1, 0.5, 0.9))
+    return conformal_spread(found, y_rows), on
 
 
 def _gain_measure(forecasting: bool, point: bool) -> str:

@@ -46,8 +46,9 @@ class Combination:
     loss: str
     n_classes: int | None = None
     season: int = 0  # forecasting: the classical members' period (0: each series' own)
-    #: forecasting: every quantile's distance from the median is multiplied by this
-    #: (split-conformal on validation, `conformal_spread`), so the 80 % interval covers 80 %
+    #: every quantile's distance from the median is multiplied by this (split-conformal on
+    #: held-out outputs, `conformal_spread`), so the 80 % interval covers 80 % (1: a
+    #: regression saved before it was fit)
     interval_scale: float = 1.0
     #: a regression's point prediction: the mixture's "mean" (its weights were chosen for
     #: the squared error of that mean) or its "median" (models saved before, their weights
@@ -184,7 +185,7 @@ class Combination:
     def quantiles(self, moe_params: np.ndarray, x_model: np.ndarray, qs) -> dict[float, np.ndarray]:
         """Quantiles (model units) of the mixture of Student-t / Normal members, (n,) each."""
         outs = self._with_members(moe_params, x_model)
-        return {q: v[:, 0] for q, v in mixture_quantiles(outs, self.weights, qs).items()}
+        return {q: v[:, 0] for q, v in self.quantiles_of(outs, qs).items()}
 
     def point_of(self, outs: list[np.ndarray]) -> np.ndarray:
         """A regression's point prediction (model units) from its members' outputs (the
@@ -213,12 +214,17 @@ class Combination:
     def quantiles_of(self, outs: list[np.ndarray], qs) -> dict[float, np.ndarray]:
         """The combination's quantiles from its members' outputs (the MoE's first): a
         forecaster averages the members' quantiles with the weights (quantile averaging,
-        as the weights were chosen for the quantile loss); a regressor mixes densities."""
+        as the weights were chosen for the quantile loss); a regressor mixes densities.
+        Either's distances from its median are then multiplied by `interval_scale`."""
+        levels = tuple(dict.fromkeys((*(float(q) for q in qs), 0.5)))
         if self.forecasting:
-            avg = averaged_quantiles(outs, self.weights, tuple(dict.fromkeys((*qs, 0.5))))
-            median = avg[0.5]
-            return {float(q): median + self.interval_scale * (avg[float(q)] - median) for q in qs}
-        return mixture_quantiles(outs, self.weights, qs)
+            found = averaged_quantiles(outs, self.weights, levels)
+        elif self.interval_scale == 1.0:
+            return mixture_quantiles(outs, self.weights, qs)
+        else:
+            found = mixture_quantiles(outs, self.weights, levels)
+        median = found[0.5]
+        return {float(q): median + self.interval_scale * (found[float(q)] - median) for q in qs}
 
     def classical_outputs(
         self, histories: list[np.ndarray], window_scale, horizon: int
@@ -248,16 +254,15 @@ class Combination:
         point = self.point_of(outs)  # (a forecaster's: the averaged quantiles' median)
         err = point.reshape(len(point), -1) - np.asarray(y, np.float64).reshape(len(point), -1)
         rmse = float(np.sqrt(np.mean(err**2)))
-        if self.forecasting:  # no density: the CRPS from the quantile loss on a fine grid
-            q = self.quantiles_of(outs, CRPS_GRID)
-            target = np.asarray(y, np.float64).reshape(q[0.1].shape)
-            inside = (target >= q[0.1]) & (target <= q[0.9])
-            return {
-                "test_rmse": rmse,
-                "test_crps": float(quantile_loss(q, y).mean()),
-                "test_coverage_80": float(inside.mean()),
-            }
-        return {"test_nll": nll, "test_rmse": rmse}
+        if not self.forecasting:  # a regression: its NLL, RMSE and interval's coverage
+            q = self.quantiles_of(outs, (0.1, 0.9))
+            return {"test_nll": nll, "test_rmse": rmse, "test_coverage_80": _inside(q, y)}
+        q = self.quantiles_of(outs, CRPS_GRID)  # no density: the CRPS from the quantile loss
+        return {  # on a fine grid
+            "test_rmse": rmse,
+            "test_crps": float(quantile_loss(q, y).mean()),
+            "test_coverage_80": _inside(q, y),
+        }
 
 
 #: a regression combination's point predictions (`Combination.point`)
@@ -279,6 +284,12 @@ def conformal_spread(quantiles: dict[float, np.ndarray], y: np.ndarray, level: f
     above = (y - m) / np.maximum(hi - m, 1e-12)
     need = np.maximum(np.maximum(below, above), 0.0).reshape(-1)
     return float(np.clip(np.quantile(need, level), 0.05, 100.0))
+
+
+def _inside(quantiles: dict[float, np.ndarray], y: np.ndarray) -> float:
+    """The share of `y` inside the central 80 % interval of these quantiles."""
+    target = np.asarray(y, np.float64).reshape(quantiles[0.1].shape)
+    return float(((target >= quantiles[0.1]) & (target <= quantiles[0.9])).mean())
 
 
 def member_quantiles(out: np.ndarray, qs) -> np.ndarray:
