@@ -319,7 +319,7 @@ def _regression_spread(
     elif folded and weights[0] == 0:  # the members alone: their out-of-fold rows too
         y_rows, on = np.concatenate([task.train.y, task.val.y, task.test.y]), "every row"
         rows = [
-            outs[0][:0],
+            outs[0][:0],  # (the MoE's place: no weight, so no rows needed)
             *[np.concatenate([ready[i - 1].extra[OUT_OF_FOLD], outs[i]]) for i in chosen[1:]],
         ]
     else:
