@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 from helpers import TINY_SEARCH
 
 import sgem
-from sgem.moe.combination import conformal_spread
 
 
 def _skewed(seed: int, n: int) -> pd.DataFrame:
@@ -20,17 +18,6 @@ def _skewed(seed: int, n: int) -> pd.DataFrame:
     frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2]})
     frame["spend"] = np.exp(0.3 + 0.8 * x[:, 0] - 0.5 * x[:, 1]) * rng.lognormal(0, 0.8, n)
     return frame
-
-
-def test_conformal_spread_makes_the_central_interval_cover_its_level() -> None:
-    rng = np.random.default_rng(0)
-    y = rng.normal(0, 2.0, 4000)
-    zero = np.zeros_like(y)
-    too_wide = {0.1: zero - 10.0, 0.5: zero, 0.9: zero + 10.0}
-    spread = conformal_spread(too_wide, y)
-    assert spread == pytest.approx(2.0 * 1.2816 / 10.0, rel=0.05)  # z(0.9) sigma / 10
-    inside = np.abs(y) <= spread * 10.0
-    assert inside.mean() == pytest.approx(0.8, abs=0.005)
 
 
 def test_a_regression_combinations_interval_covers_80_percent_of_new_rows(tmp_path) -> None:
