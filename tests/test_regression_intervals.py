@@ -21,8 +21,9 @@ def _skewed(seed: int, n: int) -> pd.DataFrame:
 
 
 def test_a_regression_combinations_interval_covers_80_percent_of_new_rows(tmp_path) -> None:
-    """Before its width was fit, this combination's interval covered 0.92 of new rows (its
-    members' Normals, each as wide as its out-of-fold RMSE, mixed)."""
+    """Without its width factor (as saved before it was fit, and `calibrated=False` now)
+    this combination's interval covers 0.92 of new rows: its members' Normals, each as wide
+    as its out-of-fold RMSE, mixed."""
     config = {"search": dict(TINY_SEARCH)}
     model = sgem.fit(
         _skewed(0, 800), target="spend", out=tmp_path / "run", progress=False, config=config
@@ -34,6 +35,8 @@ def test_a_regression_combinations_interval_covers_80_percent_of_new_rows(tmp_pa
     y = new["spend"].to_numpy()
     assert 0.74 <= np.mean((y >= q[0.1]) & (y <= q[0.9])) <= 0.86
     assert np.all(q[0.1] <= q[0.5]) and np.all(q[0.5] <= q[0.9])
+    raw = model.predict_quantiles(new.drop(columns="spend"), (0.1, 0.9), calibrated=False)
+    assert np.mean((y >= raw[0.1]) & (y <= raw[0.9])) > 0.88  # the mixture as it mixes
     saved = model.result["leaderboard"]["rows"][-1]
     assert saved["model"] == "saved model (combination)" and "interval width x" in saved["note"]
     assert 0.7 <= saved["holdout"]["coverage_80"] <= 0.9

@@ -148,18 +148,16 @@ def metric(y, pred, classes: bool) -> float:
 def interval_coverage(model, x, y) -> dict[str, float]:
     """A saved regression's 80 % interval on these rows: the share inside it as saved, and
     (a combination) as its members' densities mix it before its width is fit on held-out
-    outputs (`Combination.interval_scale` 1), side by side from one fit."""
+    outputs (`predict_quantiles(calibrated=False)`), side by side from one fit."""
 
-    def covered() -> float:
-        q = model.predict_quantiles(x, (0.1, 0.9))
+    def covered(calibrated: bool) -> float:
+        q = model.predict_quantiles(x, (0.1, 0.9), calibrated=calibrated)
         return float(np.mean((y >= q[0.1]) & (y <= q[0.9])))
 
-    out = {"saved_coverage_80": covered()}
-    mix = model.combination
-    if mix is not None:
-        mix.interval_scale, fitted = 1.0, mix.interval_scale
-        out |= {"unfitted_width_coverage_80": covered(), "interval_scale": fitted}
-        mix.interval_scale = fitted
+    out = {"saved_coverage_80": covered(True)}
+    if model.combination is not None:
+        out["unfitted_width_coverage_80"] = covered(False)
+        out["interval_scale"] = model.combination.interval_scale
     return out
 
 

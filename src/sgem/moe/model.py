@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -215,7 +215,7 @@ class SgemModel:
         """Regression: {q: (n,)} predictive quantiles of the target, in its own units,
         conformally calibrated and kept inside the target's support seen in training (a
         target never below 0 gets no quantile below 0); `calibrated=False`: the raw
-        Student-t quantiles."""
+        Student-t quantiles (a combination's: its mixture without its width factor)."""
         self._require(
             not self.is_classifier and not self.is_forecaster, "predict_quantiles", "regression"
         )
@@ -224,12 +224,19 @@ class SgemModel:
         raw = self.outputs(x_model, cluster).double().numpy()
         out = raw[:, 0, :]
         cal = self.interval_calibration if calibrated else None
-        if self.combination is not None:  # the mixture's quantiles (bisection of its CDF)
-            qv = self.combination.quantiles(raw, x_model, quantiles)
+        mix = self._combination(calibrated)
+        if mix is not None:  # the mixture's quantiles (bisection of its CDF)
+            qv = mix.quantiles(raw, x_model, quantiles)
         else:
             qv = t_quantiles(out[:, 0], out[:, 1], out[:, 2], quantiles, cluster, cal)
         support = self.calibration.get("support") if calibrated else None
         return {q: clip_to_support(self._unscale_target(v), support) for q, v in qv.items()}
+
+    def _combination(self, calibrated: bool) -> Combination | None:
+        """The saved combination, or (`calibrated=False`) the same without its interval
+        width factor: its members' quantiles as they mix."""
+        mix = self.combination
+        return mix if mix is None or calibrated else replace(mix, interval_scale=1.0)
 
     def _unscale_target(self, values: np.ndarray) -> np.ndarray:
         target = self.spec.info.get("target_standardisation")
@@ -251,7 +258,7 @@ class SgemModel:
         without calibration: the raw Student-t. A model saved as a combination with
         classical forecasters (`sgem.moe.combination`) refits them on each history and
         gives the mixture's quantiles, its median as the point (`scale` and `df` are NaN:
-        the mixture is no single Student-t)."""
+        the mixture is no single Student-t; `calibrated=False`: without its width factor)."""
         self._require(self.is_forecaster, "forecast", "forecasting")
         qs = quantile_levels(quantiles)
         x_model, cluster, scale = self._prepare(series)
@@ -259,7 +266,7 @@ class SgemModel:
         s = scale[:, None]
         loc, sc, df = out[..., 0] * s, out[..., 1] * s, out[..., 2]
         cal = self.interval_calibration if calibrated else None
-        mix = self.combination
+        mix = self._combination(calibrated)
         if mix is not None and mix.forecasting:  # the mixture with refitted classical members
             assert isinstance(self.preprocessor, ForecastPreprocessor)
             histories = self.preprocessor.histories(series)
