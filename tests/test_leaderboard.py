@@ -588,3 +588,37 @@ def test_an_moe_certain_and_wrong_on_one_row_keeps_its_weight_beside_the_members
     sure[0] = -125.0 * sure[0] / 4.0  # certain and wrong: NLL about 250
     w = _members_then_moe(task, [sure, member], [a])
     assert 0.5 < w[0] <= 1.0 - MIN_MEMBERS_SHARE + 1e-9 and w.sum() == pytest.approx(1.0)
+
+
+def test_the_stages_show_the_measure_the_saved_model_is_chosen_on() -> None:
+    """A regression's combination is weighed by the squared error of its mean: its NLL may
+    rise while its RMSE (in the target's units) falls, and both are shown; a forecaster's
+    combination has no NLL and is shown by its CRPS."""
+    from sgem.leaderboard.frame import stage_lines
+
+    def row(model: str, **validation) -> dict:
+        return {"model": model, "kind": "sgem", "validation": validation}
+
+    regression = {
+        "target_std": 10.0,
+        "rows": [
+            row("sgem MoE (searched)", nll=0.03, rmse=0.48, crps=0.13),
+            row("global network (a)", nll=0.04, rmse=0.45, crps=0.12),
+            row("saved model (selective routing)", nll=0.04, rmse=0.45, crps=0.12),
+            row("saved model (combination)", nll=1.36, rmse=0.40, crps=None),
+        ],
+    }
+    lines = stage_lines(regression)
+    assert "validation NLL and RMSE" in lines[0]
+    combination = next(line for line in lines if "combination" in line)
+    assert "(+1.3200)" in combination and "4.0000 (-0.5000)" in combination
+    series = {
+        "rows": [
+            row("sgem MoE (searched)", nll=-1.9, rmse=0.1, crps=0.031),
+            row("saved model (selective routing)", nll=-1.9, rmse=0.1, crps=0.031),
+            row("saved model (combination)", rmse=0.1, crps=0.029),
+        ]
+    }
+    lines = stage_lines(series)
+    assert "validation NLL and CRPS" in lines[0]
+    assert "-  " in lines[-1] and "0.0290 (-0.0020)" in lines[-1]

@@ -24,10 +24,8 @@ def leaderboard_frame(report: dict | None) -> Any:
     for row in (report or {}).get("rows", []):
         rec: dict[str, Any] = {"model": row["model"], "kind": row["kind"]}
         for part, prefix in (("validation", "val"), ("holdout", "holdout")):
-            for m in METRICS:
-                value = (row.get(part) or {}).get(m)
-                if value is not None:
-                    rec[f"{prefix}_{m}"] = value * std if m in ("rmse", "crps") else value
+            scores = _in_units(row.get(part) or {}, std)
+            rec |= {f"{prefix}_{m}": scores[m] for m in METRICS if scores.get(m) is not None}
         rec["seconds"] = row.get("seconds")
         rec["note"] = row.get("note", "")
         records.append(rec)
@@ -92,28 +90,37 @@ def leaderboard_lines(report: dict | None) -> list[str]:
 
 def stage_lines(report: dict) -> list[str]:
     """What each stage of the fit cost and gained: the validation NLL after it (the best
-    global network stands for "no search"), its change, and the stage's seconds."""
-    by_name = {r["model"]: (r.get("validation") or {}).get("nll") for r in report["rows"]}
+    global network stands for "no search") and the measure the saved model is chosen on
+    beside it (accuracy; a regression's RMSE; a forecast's CRPS), each with its change, and
+    the stage's seconds. Why both: a regression's combination is weighed by the squared
+    error of its mean, and its NLL can rise while its RMSE falls."""
+    std = report.get("target_std") or 1.0  # a regression's RMSE / CRPS in its units
+    rows = {r["model"]: _in_units(r.get("validation") or {}, std) for r in report["rows"]}
     seconds = report.get("stage_seconds") or {}
-    networks = [v for k, v in by_name.items() if k.startswith("global network") and v is not None]
+    networks = [k for k, v in rows.items() if k.startswith("global network") and "nll" in v]
+    best = min(networks, key=lambda k: rows[k]["nll"]) if networks else None
     steps = [
-        ("one global network (no search)", min(networks) if networks else None, None),
-        ("search + final MoE", by_name.get("sgem MoE (searched)"), ("search", "final_stage")),
-        ("selective routing", by_name.get("saved model (selective routing)"), None),
+        ("one global network (no search)", best, None),
+        ("search + final MoE", "sgem MoE (searched)", ("search", "final_stage")),
+        ("selective routing", "saved model (selective routing)", None),
     ]
-    if "saved model (combination)" in by_name:
-        steps.append(("combination", by_name["saved model (combination)"], None))
-    if "selective-routing MoE (before the combination)" in by_name:
-        steps[2] = (steps[2][0], by_name["selective-routing MoE (before the combination)"], None)
-    lines, before = ["  stages (validation NLL after each, its change, seconds):"], None
-    for name, nll, timed in steps:
-        if nll is None:
+    if "selective-routing MoE (before the combination)" in rows:
+        steps[2] = (steps[2][0], "selective-routing MoE (before the combination)", None)
+    if "saved model (combination)" in rows:
+        steps.append(("combination", "saved model (combination)", None))
+    measure = _chosen_on(rows)
+    shown_as = {"rmse": "RMSE", "crps": "CRPS"}.get(measure, measure)
+    lines = [f"  stages (validation NLL and {shown_as} after each, their change, seconds):"]
+    before: dict = {}
+    for name, row, timed in steps:
+        scores = rows.get(row or "", {})
+        if not any(scores.get(k) is not None for k in ("nll", measure)):
             continue
-        change = "" if before is None else f"  {nll - before:+.4f}"
+        shown = [_after(scores.get(k), before.get(k)) for k in ("nll", measure)]
         spent = sum(seconds.get(k, 0.0) for k in timed or ())
         took = f"  {spent:.1f} s" if spent else ""
-        lines.append(f"    {name:32s} {nll:9.4f}{change}{took}")
-        before = nll
+        lines.append(f"    {name:32s} {shown[0]}  {shown[1]}{took}".rstrip())
+        before = {k: scores.get(k, before.get(k)) for k in ("nll", measure)}
     rounds = report.get("seed_rounds") or {}
     if rounds.get("rounds"):  # the time left: more seeds of every expert (holdout, not chosen on)
         lines.append(
@@ -130,6 +137,30 @@ def stage_lines(report: dict) -> list[str]:
     if seconds.get("leaderboard"):
         lines.append(f"    {'references and leaderboard':32s} {seconds['leaderboard']:.1f} s")
     return lines if len(lines) > 1 else []
+
+
+def _in_units(scores: dict, std: float) -> dict:
+    """A row's scores with a regression's RMSE and CRPS in the target's units."""
+    return {k: v * std if k in ("rmse", "crps") and v is not None else v for k, v in scores.items()}
+
+
+def _chosen_on(rows: dict[str, dict]) -> str:
+    """The measure beside the NLL in `stage_lines`: accuracy (a classifier), CRPS (a
+    forecaster's combination has no NLL, its weights are fit on the quantile loss), else
+    RMSE (a regression)."""
+    if any("accuracy" in v for v in rows.values()):
+        return "accuracy"
+    if rows.get("saved model (combination)", {}).get("crps") is not None:
+        return "crps"
+    return "rmse"
+
+
+def _after(value: float | None, before: float | None) -> str:
+    """A stage's score and its change from the stage before, in fixed-width columns."""
+    if value is None:
+        return f"{'-':>9s}{'':10s}"
+    change = "" if before is None else f"({value - before:+.4f})"
+    return f"{value:9.4f} {change:9s}"
 
 
 __all__ = ["METRICS", "leaderboard_frame", "leaderboard_lines", "stage_lines"]
