@@ -120,7 +120,7 @@ def stage_lines(report: dict) -> list[str]:
         spent = sum(seconds.get(k, 0.0) for k in timed or ())
         took = f"  {spent:.1f} s" if spent else ""
         lines.append(f"    {name:32s} {shown[0]}  {shown[1]}{took}".rstrip())
-        before = {k: scores.get(k, before.get(k)) for k in ("nll", measure)}
+        before = {k: before.get(k) if scores.get(k) is None else scores[k] for k in before | scores}
     rounds = report.get("seed_rounds") or {}
     if rounds.get("rounds"):  # the time left: more seeds of every expert (holdout, not chosen on)
         lines.append(
