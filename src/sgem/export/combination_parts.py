@@ -45,8 +45,13 @@ class MixedRegression(nn.Module):
         self.register_buffer("weights", _const(mix.weights))
         qs = sorted(float(q) for q in quantiles)
         self.spread = float(mix.interval_scale)
+        self.binned = mix.width_factors is not None  # (a factor per bin of the point)
+        if mix.width_edges is not None and mix.width_factors is not None:
+            self.register_buffer("edges", _const(mix.width_edges))
+            self.register_buffer("factors", _const(mix.width_factors))
         # the median is found beside the quantiles where the spread moves them about it
-        levels = qs if self.spread == 1.0 else sorted({*qs, 0.5})
+        moved = self.spread != 1.0 or self.binned
+        levels = sorted({*qs, 0.5}) if moved else qs
         self.at_median = levels.index(0.5) if 0.5 in levels else -1
         self.chosen = [levels.index(q) for q in qs]
         self.mixture = MixtureQuantiles(levels, mix.weights)
@@ -63,7 +68,11 @@ class MixedRegression(nn.Module):
         else:  # `mixture_mean`
             point = (self.weights[:, None] / self.weights.sum() * loc).sum(0)
         found = self.mixture(loc, scale, df)  # (levels, n)
-        if self.spread != 1.0:  # `Combination.quantiles_of`: distances from the median scaled
+        if self.binned:  # `Combination.quantiles_of`: the point's bin's factor
+            at = (point.unsqueeze(0) >= self.edges.unsqueeze(1)).long().sum(0)
+            median = found[self.at_median]
+            found = median + self.factors[at] * (found[self.chosen] - median)
+        elif self.spread != 1.0:  # `Combination.quantiles_of`: distances from the median scaled
             median = found[self.at_median]
             found = median + self.spread * (found[self.chosen] - median)
         return found, point

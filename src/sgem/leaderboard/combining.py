@@ -15,10 +15,13 @@ from ..methods.result import Fitted, MethodResult
 from ..moe.combination import (
     WQL_GRID,
     averaged_quantiles,
+    binned_spreads,
     conformal_spread,
     member_quantiles,
+    mixture_mean,
     mixture_quantiles,
     quantile_loss,
+    stacked_locations,
 )
 from .board import (
     greedy_ensemble,
@@ -45,6 +48,9 @@ PRIOR_MARGIN_SE = 2.0
 #: where it has at least this many (else on validation): see `combine`. The series' end split
 #: holds out at least as many where the series allow (few series take more origins each).
 MIN_HOLDOUT_WINDOWS = MIN_HELD_OUT
+#: a regression combination's interval width is fit per bin of its prediction where the
+#: rows it is fit on give every bin at least this many (`binned_spreads`)
+MIN_BIN_ROWS = 50
 
 
 def entry(name: str, seed: int, val: np.ndarray | None, test: np.ndarray) -> MethodResult:
@@ -174,7 +180,7 @@ def combine(
     ]
     val_outs = None if ship_val is None else [ship_val[has], *[val_of(m)[has] for m in members]]
     test_outs = [ship_test, *[test_of(m) for m in members]]
-    spread, spread_on = 1.0, ""
+    spread, spread_on, bins = 1.0, "", None
     both_parts = val_outs is not None and not random_val  # (validation random: holdout alone)
     if forecasting:  # the combined 80 % interval made to cover 80 % of every held-out step:
         # validation (a window of every series) and the holdout (the latest ones) pooled
@@ -185,7 +191,7 @@ def combine(
         kept, on = _on_all_scored(pooled)
         spread = conformal_spread(averaged_quantiles(kept, w, WQL_GRID), y_pooled[on])
     elif point:  # a regression's 80 % interval made to cover 80 % of the rows weighed on
-        spread, spread_on = _regression_spread(
+        spread, spread_on, bins = _regression_spread(
             task, outs, y_val, judged, folded, ready, (0, *used), w
         )
     combination, state, arrays = Combination.build(
@@ -197,6 +203,7 @@ def combine(
         season=season_of(task.meta if isinstance(task.meta, dict) else None),
         interval_scale=spread,
         point="mean" if point else "median",
+        width_bins=bins,
     )
     holdout = _scores_where_all_scored(combination, test_outs, np.asarray(task.test.y))
     validation = (
@@ -209,7 +216,7 @@ def combine(
         "validation": {k.removeprefix("test_"): v for k, v in validation.items()},
         "holdout": {k.removeprefix("test_"): v for k, v in holdout.items()},
         "note": f"weights fit on {fit_on}{_subset_note(members, len(y_val))}"
-        f"{_width_note(forecasting, both_parts, spread, spread_on)}"
+        f"{_width_note(forecasting, both_parts, spread, spread_on, bins)}"
         f"{prior_note}; "
         f"paired gain there in {_gain_measure(forecasting, point)} "
         f"{gain.mean():.4f} (se {se:.4f}){_refit_note(members)}",
@@ -288,11 +295,23 @@ def _refit_note(members: list[MethodResult]) -> str:
     )
 
 
-def _width_note(forecasting: bool, pooled: bool, spread: float, on: str = "") -> str:
+def _width_note(
+    forecasting: bool,
+    pooled: bool,
+    spread: float,
+    on: str = "",
+    bins: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+) -> str:
     if forecasting:
         on = "validation and holdout" if pooled else "the holdout"
     if not on:
         return ""
+    if bins is not None:
+        factors = bins[1]
+        return (
+            f" (interval width x{min(factors):.2f}-{max(factors):.2f} in {len(factors)} bins "
+            f"of the prediction on {on}: there its 80 % interval covers 80 % in each)"
+        )
     return f" (interval width x{spread:.2f} on {on}: there its 80 % interval covers 80 %)"
 
 
@@ -305,9 +324,10 @@ def _regression_spread(
     ready: list[MethodResult],
     chosen: tuple[int, ...],
     weights: np.ndarray,
-) -> tuple[float, str]:
+) -> tuple[float, str, tuple[tuple[float, ...], tuple[float, ...]] | None]:
     """(the factor on a regression combination's quantiles' distances from its median that
-    makes its 80 % interval cover 80 % of the rows its weights were fit on, which rows):
+    makes its 80 % interval cover 80 % of the rows its weights were fit on, which rows, and
+    the factors by bin of its prediction where those rows fill two, `binned_spreads`):
     split-conformal, as a forecaster's (`conformal_spread`), on every row where the members
     were weighed on their out-of-fold outputs and the MoE has none or no weight (`folded`),
     else on the rows the weights were fit on. Why: each scikit-learn member is a Normal
@@ -325,8 +345,11 @@ def _regression_spread(
     else:
         rows, y_rows, on = [outs[i] for i in chosen], y, "the rows the weights were fit on"
     kept = [(o, w) for o, w in zip(rows, weights, strict=True) if w > 0]
-    found = mixture_quantiles([o for o, _ in kept], [w for _, w in kept], (0.1, 0.5, 0.9))
-    return conformal_spread(found, y_rows), on
+    outs_kept, w_kept = [o for o, _ in kept], np.asarray([w for _, w in kept])
+    found = mixture_quantiles(outs_kept, w_kept, (0.1, 0.5, 0.9))
+    point = mixture_mean(stacked_locations(outs_kept), w_kept)  # (`Combination.point` "mean")
+    bins = binned_spreads(found, y_rows, point, MIN_BIN_ROWS)
+    return conformal_spread(found, y_rows), on, bins
 
 
 def _gain_measure(forecasting: bool, point: bool) -> str:

@@ -236,7 +236,9 @@ class SgemModel:
         """The saved combination, or (`calibrated=False`) the same without its interval
         width factor: its members' quantiles as they mix."""
         mix = self.combination
-        return mix if mix is None or calibrated else replace(mix, interval_scale=1.0)
+        if mix is None or calibrated:
+            return mix
+        return replace(mix, interval_scale=1.0, width_edges=None, width_factors=None)
 
     def _unscale_target(self, values: np.ndarray) -> np.ndarray:
         target = self.spec.info.get("target_standardisation")
