@@ -4,6 +4,7 @@ seconds on the same rows, scored on the same 20 % (`benchmarks/leaderboard.py`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -148,8 +149,9 @@ def metric(y, pred, classes: bool) -> float:
 def interval_coverage(model, x, y) -> dict:
     """A saved regression's 80 % interval on these rows: the share inside it as saved and
     in each fifth of the rows by their prediction (lowest first), and (a combination) the
-    same before its width is fit on held-out outputs (`predict_quantiles(calibrated=False)`),
-    side by side from one fit."""
+    same before its width is fit on held-out outputs (`predict_quantiles(calibrated=False)`)
+    and with one width factor for every row instead of one per bin of the prediction, side
+    by side from one fit."""
     import pandas as pd
 
     fifth = pd.qcut(np.asarray(model.predict(x)), 5, labels=False, duplicates="drop")
@@ -161,10 +163,14 @@ def interval_coverage(model, x, y) -> dict:
         return {name: float(inside.mean()), f"{name}_by_fifth": by}
 
     out = covered(True, "saved_coverage_80")
-    if model.combination is not None:
+    mix = model.combination
+    if mix is not None:
         out |= covered(False, "unfitted_width_coverage_80")
-        out["interval_scale"] = model.combination.interval_scale
-        out["width_factors"] = model.combination.width_factors
+        out |= {"interval_scale": mix.interval_scale, "width_factors": mix.width_factors}
+        if mix.width_factors is not None:  # the one factor for all rows instead of the bins
+            model.combination = replace(mix, width_edges=None, width_factors=None)
+            out |= covered(True, "one_factor_coverage_80")
+            model.combination = mix
     return out
 
 
