@@ -54,7 +54,8 @@ def test_width_factors_are_fit_per_bin_of_the_prediction_and_checked_on_load() -
     """Predictions whose errors grow with them: a factor per bin of the prediction makes
     each bin's interval cover 80 %; too few rows for two bins give none; a saved state whose
     bins do not hold together is refused."""
-    from sgem.moe.combination import Combination, binned_spreads
+    from sgem.moe.combination import Combination
+    from sgem.moe.interval_width import binned_spreads
 
     rng = np.random.default_rng(0)
     point = rng.uniform(1, 10, 5000)

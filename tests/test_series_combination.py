@@ -18,7 +18,8 @@ import sgem
 from sgem.leaderboard.series_members import DISPLAY
 from sgem.moe import classical
 from sgem.moe.classical import ClassicalMember
-from sgem.moe.combination import Combination, conformal_spread, mixture_quantiles
+from sgem.moe.combination import Combination, mixture_quantiles
+from sgem.moe.interval_width import conformal_spread
 
 
 def trend_frame() -> pd.DataFrame:

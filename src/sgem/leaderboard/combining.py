@@ -15,14 +15,13 @@ from ..methods.result import Fitted, MethodResult
 from ..moe.combination import (
     WQL_GRID,
     averaged_quantiles,
-    binned_spreads,
-    conformal_spread,
     member_quantiles,
     mixture_mean,
     mixture_quantiles,
     quantile_loss,
     stacked_locations,
 )
+from ..moe.interval_width import binned_spreads, conformal_spread
 from .board import (
     greedy_ensemble,
     greedy_quantile_ensemble,
