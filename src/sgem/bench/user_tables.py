@@ -169,8 +169,10 @@ def interval_coverage(model, x, y) -> dict:
         out |= {"interval_scale": mix.interval_scale, "width_factors": mix.width_factors}
         if mix.width_factors is not None:  # the one factor for all rows instead of the bins
             model.combination = replace(mix, width_edges=None, width_factors=None)
-            out |= covered(True, "one_factor_coverage_80")
-            model.combination = mix
+            try:
+                out |= covered(True, "one_factor_coverage_80")
+            finally:
+                model.combination = mix
     return out
 
 

@@ -49,13 +49,14 @@ class MixedRegression(nn.Module):
         if mix.width_edges is not None and mix.width_factors is not None:
             self.register_buffer("edges", _const(mix.width_edges))
             self.register_buffer("factors", _const(mix.width_factors))
-        # the median is found beside the quantiles where the spread moves them about it
-        moved = self.spread != 1.0 or self.binned
-        levels = sorted({*qs, 0.5}) if moved else qs
+        # the median is found beside the quantiles where it is the point or the width
+        # factors move them about it (one bisection of the mixture's CDF for both)
+        self.moved = self.spread != 1.0 or self.binned
+        self.median_point = mix.point == "median"
+        levels = sorted({*qs, 0.5}) if self.moved or self.median_point else qs
         self.at_median = levels.index(0.5) if 0.5 in levels else -1
         self.chosen = [levels.index(q) for q in qs]
         self.mixture = MixtureQuantiles(levels, mix.weights)
-        self.median = MixtureQuantiles((0.5,), mix.weights) if mix.point == "median" else None
 
     def forward(self, moe_out: torch.Tensor, x: torch.Tensor):
         o = moe_out.double()
@@ -63,19 +64,21 @@ class MixedRegression(nn.Module):
         loc = torch.stack(locs)  # (members, n)
         scale = torch.cat([o[None, :, 0, 1], self.scales[:, None].expand(-1, loc.shape[1])])
         df = torch.cat([o[None, :, 0, 2], torch.full_like(loc[1:], NORMAL_DF)])
-        if self.median is not None:
-            point = self.median(loc, scale, df)[0]
+        found = self.mixture(loc, scale, df)  # (levels, n)
+        median = found[self.at_median]
+        if self.median_point:
+            point = median
         else:  # `mixture_mean`
             point = (self.weights[:, None] / self.weights.sum() * loc).sum(0)
-        found = self.mixture(loc, scale, df)  # (levels, n)
-        if self.binned:  # `Combination.quantiles_of`: the point's bin's factor
-            at = (point.unsqueeze(0) >= self.edges.unsqueeze(1)).long().sum(0)
-            median = found[self.at_median]
-            found = median + self.factors[at] * (found[self.chosen] - median)
-        elif self.spread != 1.0:  # `Combination.quantiles_of`: distances from the median scaled
-            median = found[self.at_median]
-            found = median + self.spread * (found[self.chosen] - median)
-        return found, point
+        if self.moved:  # `Combination.quantiles_of`: distances from the median scaled by the
+            # point's bin's factor, or by the one factor
+            factor = (
+                self.factors[(point.unsqueeze(0) >= self.edges.unsqueeze(1)).long().sum(0)]
+                if self.binned
+                else self.spread
+            )
+            return median + factor * (found[self.chosen] - median), point
+        return found[self.chosen], point
 
 
 def combination_part(model, quantiles: Sequence[float]) -> nn.Module | None:

@@ -240,10 +240,9 @@ class Combination:
             found = mixture_quantiles(outs, self.weights, levels)
         median = found[0.5]
         spread: float | np.ndarray = self.interval_scale
-        if binned:  # (the point: the mixture's mean, or its median, as `point_of` gives it)
+        if binned:  # (the point as `point_of` gives it: the median is found already)
             assert self.width_edges is not None and self.width_factors is not None
-            point = mixture_mean(stacked_locations(outs), self.weights)
-            point = point.reshape(median.shape) if self.point == "mean" else median
+            point = median if self.point == "median" else self.point_of(outs).reshape(median.shape)
             at = np.searchsorted(np.asarray(self.width_edges), point, side="right")
             spread = np.asarray(self.width_factors, dtype=np.float64)[at]
         return {float(q): median + spread * (found[float(q)] - median) for q in qs}
