@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import SMALL_SURROGATE, random_masks, synthetic_losses
+from helpers import SMALL_SURROGATE, TOY_SMOKE, TOY_SMOKE_SEED, random_masks, synthetic_losses
 
 from sgem.data.images import OFFLINE_IMAGE_DIR
 from sgem.data.timeseries import OFFLINE_FILES, OFFLINE_TIMESERIES_DIR
@@ -124,6 +124,20 @@ def _single_threaded_unit_tests(request):
             yield
     else:
         yield
+
+
+@pytest.fixture(scope="session")
+def toy_smoke_run(tmp_path_factory) -> tuple[Path, dict]:
+    """One finished `sgem run toy` of `TOY_SMOKE` (its directory and result), run once for
+    every test that needs a finished run (a run takes about 17 s on two cores): read it as
+    it is, or change a `copy_run` of it."""
+    from sgem.run.pipeline import run_experiment
+
+    out = tmp_path_factory.mktemp("toy-smoke") / "run"
+    result = run_experiment(
+        "toy", seed=TOY_SMOKE_SEED, out=out, progress=False, config_file=TOY_SMOKE
+    )
+    return out, result
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 
 from sgem.space import Arch
@@ -92,3 +95,14 @@ def small_ts_space():
         channels=4,
         patch_len=8,
     )
+
+
+#: the seconds-long toy config the end-to-end tests run, and the seed of `toy_smoke_run`
+TOY_SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
+TOY_SMOKE_SEED = 5
+
+
+def copy_run(run: Path, to: Path) -> Path:
+    """A copy of the run directory `run` at `to`, for a test that changes it."""
+    shutil.copytree(run, to)
+    return to

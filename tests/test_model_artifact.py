@@ -21,8 +21,6 @@ from sgem.moe.artifact import MODEL_JSON, save_final_moe
 from sgem.space import Arch, DartsSpace, TabularSpace, TimeSeriesSpace
 from sgem.train import TrainConfig, Trainer
 
-SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
-
 
 def _fit_and_save(task, space, archs, path: Path, steps: int = 30, **train) -> dict:
     trainer = Trainer(task, space, TrainConfig(steps=steps, **train))
@@ -246,15 +244,15 @@ def test_loading_never_unpickles(toy, tmp_path) -> None:
     assert not marker.exists()
 
 
-def test_run_directory_holds_a_model_and_cli_predicts(tmp_path) -> None:
-    from sgem.cli import main
-    from sgem.run.pipeline import run_experiment
+def test_run_directory_holds_a_model_and_cli_predicts(toy_smoke_run, tmp_path) -> None:
+    from helpers import TOY_SMOKE_SEED, copy_run
 
-    run = tmp_path / "run"
-    result = run_experiment("toy", seed=1, out=run, progress=False, config_file=SMOKE)
+    from sgem.cli import main
+
+    run, result = copy_run(toy_smoke_run[0], tmp_path / "run"), toy_smoke_run[1]
     assert result["model"] == "model" and (run / "model" / MODEL_JSON).is_file()
     model = sgem.load(run)
-    task = sgem.make_toy_task(seed=1)
+    task = sgem.make_toy_task(seed=TOY_SMOKE_SEED)
     scores = model.evaluate(task.test)
     saved = model.spec.metrics  # the saved model's: the leaderboard may reroute clusters
     assert scores["test_accuracy"] == saved["test_accuracy"]

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import TOY_SMOKE, TOY_SMOKE_SEED
 
 from sgem.cli import main
 from sgem.run.pipeline import run_experiment
 from sgem.run.rundir import RunDirectoryError
 
-SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
+SMOKE = TOY_SMOKE
 REQUIRED = {
     "routing",
     "architectures",
@@ -25,9 +26,8 @@ REQUIRED = {
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("runs") / "smoke"
-    return out, run_experiment("toy", seed=3, out=out, progress=False, config_file=SMOKE)
+def smoke_run(toy_smoke_run) -> tuple[Path, dict]:
+    return toy_smoke_run  # (read only: the session's finished toy run)
 
 
 def test_run_writes_everything(smoke_run) -> None:
@@ -66,7 +66,7 @@ def test_run_writes_everything(smoke_run) -> None:
 def test_same_seed_same_result(smoke_run, tmp_path) -> None:
     _, first = smoke_run
     second = run_experiment(
-        "toy", seed=3, out=tmp_path / "again", progress=False, config_file=SMOKE
+        "toy", seed=TOY_SMOKE_SEED, out=tmp_path / "again", progress=False, config_file=SMOKE
     )
     for key in (
         "routing",
@@ -82,7 +82,7 @@ def test_same_seed_same_result(smoke_run, tmp_path) -> None:
 
 def test_finished_run_is_reused_not_recomputed(smoke_run) -> None:
     out, first = smoke_run
-    again = run_experiment("toy", seed=3, out=out, progress=False, config_file=SMOKE)
+    again = run_experiment("toy", seed=TOY_SMOKE_SEED, out=out, progress=False, config_file=SMOKE)
     assert again["reused"] is True
     assert again["routing"] == first["routing"]
 
@@ -97,7 +97,7 @@ def test_typed_run_config_is_the_same_run(smoke_run) -> None:
     from sgem.run.rundir import RunDirectory
 
     out, first = smoke_run
-    cfg = load_run_config("toy", SMOKE, seed=3)
+    cfg = load_run_config("toy", SMOKE, seed=TOY_SMOKE_SEED)
     stored = RunDirectory(out).read_config()["run"]
     assert cfg.to_dict() == stored
     assert yaml.safe_dump(cfg.to_dict(), sort_keys=False) == yaml.safe_dump(stored, sort_keys=False)
@@ -134,7 +134,19 @@ def test_cli_reports_errors_cleanly(smoke_run, capsys) -> None:
 
 def test_cli_prints_summary_of_finished_run(smoke_run, capsys) -> None:
     out, _ = smoke_run
-    code = main(["run", "toy", "--seed", "3", "--out", str(out), "--config", str(SMOKE), "--quiet"])
+    code = main(
+        [
+            "run",
+            "toy",
+            "--seed",
+            str(TOY_SMOKE_SEED),
+            "--out",
+            str(out),
+            "--config",
+            str(SMOKE),
+            "--quiet",
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "oracle match" in text and "MoE test accuracy" in text

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import TOY_SMOKE, TOY_SMOKE_SEED, copy_run
 
 from sgem.run.pipeline import resume_experiment, run_experiment
 from sgem.search.store import StoreError
 
-SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
 COMPARED = (
     "routing",
     "architectures",
@@ -47,13 +47,16 @@ def _complete_keys(store: Path) -> list[tuple[str, str]]:
         ).fetchall()
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("ref") / "run"
-    return run_experiment("toy", seed=5, out=out, progress=False, config_file=SMOKE)
+@pytest.fixture
+def interrupted(toy_smoke_run, tmp_path) -> Path:
+    """A copy of the finished toy run, as if it were interrupted after its search."""
+    out = copy_run(toy_smoke_run[0], tmp_path / "run")
+    (out / "result.json").unlink()
+    return out
 
 
-def test_sigkill_then_resume_reproduces_the_uninterrupted_run(uninterrupted, tmp_path) -> None:
+def test_sigkill_then_resume_reproduces_the_uninterrupted_run(toy_smoke_run, tmp_path) -> None:
+    uninterrupted = toy_smoke_run[1]
     out = tmp_path / "killed"
     store = out / "store.sqlite"
     proc = subprocess.Popen(
@@ -64,11 +67,11 @@ def test_sigkill_then_resume_reproduces_the_uninterrupted_run(uninterrupted, tmp
             "run",
             "toy",
             "--seed",
-            "5",
+            str(TOY_SMOKE_SEED),
             "--out",
             str(out),
             "--config",
-            str(SMOKE),
+            str(TOY_SMOKE),
             "--quiet",
         ],
         stdout=subprocess.DEVNULL,
@@ -101,10 +104,8 @@ def test_sigkill_then_resume_reproduces_the_uninterrupted_run(uninterrupted, tmp
     assert len(trace) == 4
 
 
-def test_resume_refuses_an_edited_config_and_keeps_the_data(uninterrupted, tmp_path) -> None:
-    out = tmp_path / "run"
-    run_experiment("toy", seed=5, out=out, progress=False, config_file=SMOKE)
-    (out / "result.json").unlink()  # pretend it was interrupted after the search
+def test_resume_refuses_an_edited_config_and_keeps_the_data(interrupted) -> None:
+    out = interrupted
     n_rows = len(_complete_keys(out / "store.sqlite"))
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     cfg["run"]["search"]["n_iterations"] = 7
@@ -114,10 +115,8 @@ def test_resume_refuses_an_edited_config_and_keeps_the_data(uninterrupted, tmp_p
     assert len(_complete_keys(out / "store.sqlite")) == n_rows
 
 
-def test_corrupt_store_is_refused_with_a_clear_message(tmp_path) -> None:
-    out = tmp_path / "run"
-    run_experiment("toy", seed=5, out=out, progress=False, config_file=SMOKE)
-    (out / "result.json").unlink()
+def test_corrupt_store_is_refused_with_a_clear_message(interrupted) -> None:
+    out = interrupted
     (out / "store.sqlite").write_bytes(b"this is not a database" * 100)
     for suffix in ("-wal", "-shm"):
         Path(str(out / "store.sqlite") + suffix).unlink(missing_ok=True)
@@ -125,19 +124,16 @@ def test_corrupt_store_is_refused_with_a_clear_message(tmp_path) -> None:
         resume_experiment(out, progress=False)
 
 
-def test_store_from_another_schema_version_is_refused(tmp_path) -> None:
-    out = tmp_path / "run"
-    run_experiment("toy", seed=5, out=out, progress=False, config_file=SMOKE)
-    (out / "result.json").unlink()
+def test_store_from_another_schema_version_is_refused(interrupted) -> None:
+    out = interrupted
     with sqlite3.connect(out / "store.sqlite") as db:
         db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 99"):
         resume_experiment(out, progress=False)
 
 
-def test_run_on_an_unfinished_directory_points_to_resume(tmp_path) -> None:
-    out = tmp_path / "run"
-    run_experiment("toy", seed=5, out=out, progress=False, config_file=SMOKE)
-    (out / "result.json").unlink()
+def test_run_on_an_unfinished_directory_points_to_resume(interrupted) -> None:
     with pytest.raises(ValueError, match="sgem resume"):
-        run_experiment("toy", seed=5, out=out, progress=False, config_file=SMOKE)
+        run_experiment(
+            "toy", seed=TOY_SMOKE_SEED, out=interrupted, progress=False, config_file=TOY_SMOKE
+        )

@@ -63,17 +63,15 @@ def test_lock_released_on_error(tmp_path) -> None:
     assert not (tmp_path / LOCK).exists()
 
 
-def test_resume_refuses_a_lost_store(tmp_path) -> None:
+def test_resume_refuses_a_lost_store(toy_smoke_run, tmp_path) -> None:
     """A run whose trace has iterations but whose store is missing or empty is refused,
     never silently restarted from scratch."""
-    from pathlib import Path
+    from helpers import copy_run
 
     from sgem.errors import SgemUserError
-    from sgem.run.pipeline import resume_experiment, run_experiment
+    from sgem.run.pipeline import resume_experiment
 
-    smoke = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
-    run = tmp_path / "run"
-    run_experiment("toy", seed=2, out=run, progress=False, config_file=smoke)
+    run = copy_run(toy_smoke_run[0], tmp_path / "run")
     (run / "result.json").unlink()  # pretend it was interrupted
     store = run / "store.sqlite"
     store.write_bytes(b"")
