@@ -16,7 +16,7 @@ from helpers import TINY_SEARCH
 import sgem
 from sgem.errors import SgemUserError
 from sgem.run.budget_clock import BudgetClock
-from sgem.run.early_references import CLASSICAL_FILE
+from sgem.run.kept_references import CLASSICAL_FILE, TABLE_FILE
 from sgem.train.time_fence import fence, fence_passed, training_fence
 
 #: the classical members a budget plan times and plans one by one
@@ -184,6 +184,7 @@ def test_a_table_whose_search_has_no_room_still_ends_with_its_references(
     names = set(model.leaderboard()["model"])
     assert {"logistic regression", "gradient boosting"} <= names, names
     assert model.predict(pd.DataFrame({"a": [1.0], "b": [2.0]})).shape == (1,)
+    assert (tmp_path / "run" / TABLE_FILE).exists()  # kept for a resume
 
 
 def test_a_fit_done_early_says_why(table, tmp_path) -> None:

@@ -28,6 +28,8 @@ SUPPORTED = (
 )
 NODE_FLOAT = ("value", "num_threshold")
 NODE_INT = ("feature_idx", "missing_go_to_left", "left", "right", "is_leaf")
+#: the arrays `export` gives (`PortableModel.from_state` derives others from them)
+EXPORTED = ("coef", "intercept", "tree_offsets", *NODE_FLOAT, *NODE_INT)
 _CHUNK = 1 << 22  # rows x trees of node indices held at once while traversing
 #: the largest gradient boosting baseline a saved member may hold: a log-odds of class
 #: frequencies or the mean of a standardised target is far inside it. Why: model.json has
@@ -46,10 +48,13 @@ def _classes(model) -> list:
 
 
 def export(model) -> tuple[dict, dict[str, np.ndarray]]:
-    """(JSON-safe state, named float64/int64 arrays) of a fitted supported estimator."""
+    """(JSON-safe state, named float64/int64 arrays) of a fitted supported estimator, or of
+    a `PortableModel` (one read back from a run directory: `sgem.run.kept_references`)."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     from sklearn.linear_model import LogisticRegression, Ridge
 
+    if isinstance(model, PortableModel):  # (less what `from_state` derived from them)
+        return dict(model.state), {k: a for k, a in model.arrays.items() if k in EXPORTED}
     name = type(model).__name__
     if type(model) not in (
         LogisticRegression,

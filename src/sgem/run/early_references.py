@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -16,23 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import write_atomic
 from ..leaderboard.boosting_settings import tuning_seconds
 from ..leaderboard.members import reference_methods
 from ..leaderboard.table_members import MIN_SAMPLED_ROWS, SCIKIT_LEARN_VALUES_PER_SECOND
 from ..methods.budget import MethodBudget
-from ..methods.result import Fitted, MethodResult
+from ..methods.result import MethodResult
 from ..moe.classical import ClassicalMember
 from ..space.timeseries import TimeSeriesSpace
 from .budget_clock import BudgetClock
+from .kept_references import read_references, write_references
 
 log = logging.getLogger(__name__)
-
-#: a forecaster's classical references as fitted, in the run directory: a resumed run reads
-#: them instead of fitting them again (AutoETS / AutoTheta took 68 s of a 3-minute tourism
-#: fit, and a resume paid them twice out of the same budget)
-CLASSICAL_FILE = "classical_references.safetensors"
-
 
 #: a table's fitted references by what they were fitted on, while `shared_table_references`
 #: is open (None: not shared)
@@ -55,7 +48,7 @@ def shared_table_references() -> Iterator[None]:
         _SHARED = None
 
 
-def _rows_key(task, seed: int, crps_samples: int, values: int | None) -> tuple:
+def _rows_key(task, seed: int, crps_samples: int, values: int | None) -> str:
     """What a table's references depend on: its splits' rows, the seed, and the sample size
     a budget allows where the table is large enough to be sampled (`MIN_SAMPLED_ROWS`)."""
     digest = hashlib.sha256()
@@ -63,32 +56,41 @@ def _rows_key(task, seed: int, crps_samples: int, values: int | None) -> tuple:
         for array in (split.x, split.y, split.cluster):
             digest.update(np.ascontiguousarray(array).tobytes())
     sampled = len(task.train) + len(task.val) > MIN_SAMPLED_ROWS
-    return digest.hexdigest(), seed, crps_samples, values if sampled else None
+    return f"{digest.hexdigest()}|{seed}|{crps_samples}|{values if sampled else None}"
 
 
-def table_references(task, space, seed: int, crps_samples: int, clock) -> list | None:
+def table_references(
+    task, space, seed: int, crps_samples: int, clock, kept: Path | None = None
+) -> list | None:
     """A user's table's scikit-learn references, fitted before the budget is planned: they
     need no search, and a fit that cannot say whether it beat them is not done, so the
     budget spends their time first and never skips them (seconds even on 50 000 rows; at
     the end, a 48 000-row table's budget had left them no time and the saved MoE was 1.7x
     gradient boosting's RMSE). With a time budget, on a sample of a large table's rows
     sized to it (`SCIKIT_LEARN_VALUES_PER_SECOND`). Within `shared_table_references`, those
-    an earlier run fitted on the same rows (copies). None for other tasks."""
+    an earlier run fitted on the same rows (copies). `kept` (`TABLE_FILE`): where they are
+    kept, each as soon as it is fitted; a resumed run reads those it finds there. None for
+    other tasks."""
     if task.name != "table" or isinstance(space, TimeSeriesSpace):
         return None
     values = None if clock.budget is None else int(SCIKIT_LEARN_VALUES_PER_SECOND * clock.budget)
-    if _SHARED is None:
-        return _fitted(task, space, seed, crps_samples, clock, values)
-    key = _rows_key(task, seed, crps_samples, values)
-    if key not in _SHARED:
-        refs = _fitted(task, space, seed, crps_samples, clock, values)
-        if refs is None:
-            return None
-        _SHARED[key] = refs  # (never handed out itself: each run gets a copy)
-    return copy.deepcopy(_SHARED[key])
+    names = ",".join(getattr(m, "name", type(m).__name__) for m in reference_methods(space))
+    key = f"{_rows_key(task, seed, crps_samples, values)}|{names}"
+    if _SHARED is not None and key in _SHARED:
+        refs = copy.deepcopy(_SHARED[key])  # (never handed out itself: each run gets a copy)
+        if kept is not None:
+            write_references(kept, refs, key)
+        return refs
+    refs = _fitted(task, space, seed, crps_samples, clock, values, kept, key)
+    if refs is not None and _SHARED is not None:
+        _SHARED[key] = copy.deepcopy(refs)
+    return refs
 
 
-def _fitted(task, space, seed: int, crps_samples: int, clock, values: int | None) -> list | None:
+def _fitted(
+    task, space, seed: int, crps_samples: int, clock, values, kept: Path | None, key: str
+) -> list | None:
+    """Each reference not in `kept` fitted, and `kept` rewritten after each."""
     budget = MethodBudget(
         seed=seed,
         crps_samples=crps_samples,
@@ -96,7 +98,13 @@ def _fitted(task, space, seed: int, crps_samples: int, clock, values: int | None
         reference_seconds=tuning_seconds(clock.budget),
     )
     with clock.timed("scikit_learn_references"):
-        refs = [m.fit_evaluate(task, budget) for m in reference_methods(space)]
+        methods = reference_methods(space)
+        refs = read_references(kept, task, key) if kept is not None and kept.exists() else None
+        refs = list(refs or [])[: len(methods)]
+        for m in methods[len(refs) :]:
+            refs.append(m.fit_evaluate(task, budget))
+            if kept is not None:
+                write_references(kept, refs, key)
     return None if any(r.val_output is None for r in refs) else refs
 
 
@@ -180,90 +188,4 @@ def _fitted_costly(ref: MethodResult) -> bool:
     return ref.val_output is not None and member is not None and not member.cheap
 
 
-def write_references(path: Path, refs: list[MethodResult]) -> None:
-    """Classical references as safetensors: their outputs as arrays, the rest (names, notes,
-    each member's spread and tails; a member the budget skipped: its note alone) as JSON in
-    the file's metadata; one atomic write."""
-    from safetensors.numpy import save
-
-    arrays, entries = {}, []
-    for i, r in enumerate(refs):
-        skipped = r.val_output is None or r.test_output is None  # (no outputs: a note only)
-        if not skipped:
-            arrays[f"{i}.val"] = np.ascontiguousarray(r.val_output, dtype=np.float64)
-            arrays[f"{i}.test"] = np.ascontiguousarray(r.test_output, dtype=np.float64)
-        fit = r.fitted.classical if r.fitted is not None else None
-        entries.append(
-            {
-                "skipped": skipped,
-                "method": r.method,
-                "seed": r.seed,
-                "seconds": r.seconds,
-                "note": r.note,
-                "kind": r.kind,
-                "crps_samples": r.crps_samples,
-                "classical": None if fit is None else fit.state(),
-                "extra": r.extra,
-            }
-        )
-    write_atomic(path, save(arrays, metadata={"references": json.dumps(entries)}))
-
-
-def read_references(path: Path, task) -> list[MethodResult] | None:
-    """The classical references `write_references` kept, or None (and they are fitted
-    again) where the file is unreadable or does not fit this task's windows."""
-    from safetensors import safe_open
-
-    from ..moe.classical import ClassicalMember
-
-    try:
-        with safe_open(str(path), framework="np") as f:
-            entries = json.loads((f.metadata() or {})["references"])
-            arrays = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
-        refs = []
-        for i, e in enumerate(entries):
-            if e.get("skipped") is True:  # a member the budget skipped: its row says so
-                refs.append(
-                    MethodResult(
-                        str(e["method"]),
-                        int(e["seed"]),
-                        note=str(e["note"]),
-                        kind=str(e["kind"]),
-                        crps_samples=int(e["crps_samples"]),
-                    )
-                )
-                continue
-            val, test = arrays[f"{i}.val"], arrays[f"{i}.test"]
-            shapes = (val.shape, test.shape)
-            if shapes != ((*np.shape(task.val.y), 3), (*np.shape(task.test.y), 3)):
-                raise ValueError(f"outputs of shapes {shapes} for this task's windows")
-            state = e["classical"]
-            member = None if state is None else ClassicalMember.from_state(state)
-            refs.append(
-                MethodResult(
-                    str(e["method"]),
-                    int(e["seed"]),
-                    seconds=float(e["seconds"]),
-                    val_output=val,
-                    test_output=test,
-                    note=str(e["note"]),
-                    kind=str(e["kind"]),
-                    crps_samples=int(e["crps_samples"]),
-                    fitted=Fitted(classical=member),
-                    extra=dict(e["extra"]),
-                )
-            )
-    except Exception as err:  # any damage: fit them again rather than trust or crash
-        log.warning("kept classical references unreadable (%s): fitting them again", err)
-        return None
-    return refs or None
-
-
-__all__ = [
-    "CLASSICAL_FILE",
-    "classical_first",
-    "read_references",
-    "shared_table_references",
-    "table_references",
-    "write_references",
-]
+__all__ = ["classical_first", "shared_table_references", "table_references"]

@@ -45,9 +45,10 @@ from .budget import (
     tail_seconds,
 )
 from .budget_clock import CLOCK_FILE, BudgetClock
-from .early_references import CLASSICAL_FILE, classical_first, table_references
+from .early_references import classical_first, table_references
 from .finish import Searched, finish_run
 from .input_fingerprint import input_fingerprint
+from .kept_references import CLASSICAL_FILE, TABLE_FILE
 from .run_result import (
     MODEL_DIR,
     model_metrics,
@@ -275,7 +276,8 @@ def _stages(
     executor_kind = resolve_executor(execution.executor, device)
     plan = None
     # a user's table's references come first, so the plan sizes the search to what they leave
-    table_refs = table_references(task, space, seed, cfg.crps_samples, clock)
+    kept_table = rundir.file(TABLE_FILE)
+    table_refs = table_references(task, space, seed, cfg.crps_samples, clock, kept_table)
     if cfg.time_budget:
         with clock.timed("planning"):
             fitted = table_refs is not None
