@@ -213,3 +213,51 @@ def test_a_tables_kept_references_are_refitted_where_they_do_not_fit(
     back = early.table_references(task, space, 0, 100, clock, first_only)
     assert calls == [again.name] and back is not None and len(back) == 2
     np.testing.assert_array_equal(back[1].val_output, refs[1].val_output)
+
+
+def test_a_forecasters_references_are_kept_each_as_fitted(tmp_path, monkeypatch) -> None:
+    """Each classical reference is kept as soon as it is fitted: a run killed while fitting
+    the third resumes with the first two read back and fits the third alone."""
+    import sgem.run.early_references as early
+    from sgem.methods.budget import MethodBudget
+    from sgem.run.budget_clock import BudgetClock
+    from sgem.space.timeseries import TimeSeriesSpace
+
+    task, kept = _task(), tmp_path / "classical.safetensors"
+    calls: list[str] = []
+
+    class Member:
+        def __init__(self, name: str, dies: bool = False) -> None:
+            self.member = self.name = name
+            self.dies = dies
+
+        def fit_evaluate(self, task, budget) -> MethodResult:
+            calls.append(self.name)
+            if self.dies:
+                raise RuntimeError("killed")
+            shapes = ((*task.val.y.shape, 3), (*task.test.y.shape, 3))
+            return MethodResult(
+                self.name,
+                0,
+                val_output=np.ones(shapes[0]),
+                test_output=np.ones(shapes[1]),
+                kind="classical",
+                fitted=Fitted(classical=ClassicalMember(self.name)),
+            )
+
+    def members(dies: bool):
+        return lambda space: [Member("SeasonalNaive"), Member("AutoETS"), Member("AutoTheta", dies)]
+
+    plan, clock = {"references_seconds_estimate": 1.0}, BudgetClock(None, None)
+    args = (task, TimeSeriesSpace(), MethodBudget(), plan, clock, kept)
+    monkeypatch.setattr(early, "reference_methods", members(dies=True))
+    with pytest.raises(RuntimeError, match="killed"):
+        early.classical_first(*args)
+    assert calls == ["SeasonalNaive", "AutoETS", "AutoTheta"] and kept.exists()
+    calls.clear()
+    monkeypatch.setattr(early, "reference_methods", members(dies=False))
+    refs = early.classical_first(*args)
+    assert calls == ["AutoTheta"] and refs is not None
+    assert [r.method for r in refs] == ["SeasonalNaive", "AutoETS", "AutoTheta"]
+    calls.clear()
+    assert early.classical_first(*args) is not None and calls == []  # every one kept

@@ -122,7 +122,8 @@ def classical_first(
     on a subset (too many series for the budget), each costly member gets its share of their
     time and is scored on the random subset of the series it reaches
     (`sgem.leaderboard.series_members.SUBSET`). `kept`: where they are kept
-    (`CLASSICAL_FILE`): read back there by a resumed run, written there once fitted."""
+    (`CLASSICAL_FILE`), each as soon as it is fitted: a resumed run reads those it finds
+    there and fits the rest."""
     if not isinstance(space, TimeSeriesSpace):
         return None
     if plan and plan.get("costly_references_skipped"):  # (`sgem.run.reference_plan`)
@@ -131,19 +132,19 @@ def classical_first(
     estimate = None if plan is None else plan.get("references_seconds_estimate", 0.0)
     if estimate == 0.0:
         return None
-    if kept is not None and kept.exists():
-        with clock.timed("classical_references"):
-            saved = read_references(kept, task)
-        if saved is not None:
-            return saved
     methods = reference_methods(space)
+    refs: list[MethodResult] = []
+    if kept is not None and kept.exists():  # a resumed run: those kept are not fitted again
+        with clock.timed("classical_references"):
+            refs = (read_references(kept, task) or [])[: len(methods)]
+        if [r.method for r in refs] != [m.name for m in methods[: len(refs)]]:
+            refs = []  # (kept for other references)
     subset = bool(plan and plan.get("references_on_a_subset"))
     shares = (plan or {}).get("references_shares")  # (a plan written before: equal shares)
     left_out = (plan or {}).get("references_left_out") or {}
-    refs = []
     until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
     with clock.timed("classical_references"):
-        for m in methods:
+        for m in methods[len(refs) :]:
             member = str(getattr(m, "member", m.name))  # (a `ClassicalReference`'s)
             if member in left_out:  # too costly for the subset's share: its row says why
                 refs.append(_skipped(m, budget, left_out[member]))
@@ -155,10 +156,12 @@ def classical_first(
                     share = float(shares.get(member, share))
                 until = time.perf_counter() + share
             refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
+            if kept is not None:  # each kept as soon as it is fitted (a kill keeps the first)
+                write_references(kept, refs)
     if not any(_fitted_costly(r) for r in refs):
+        if kept is not None:
+            kept.unlink(missing_ok=True)  # (a resume must not read them as fitted in time)
         return None  # (one of AutoETS / AutoTheta is enough: the other says it was skipped)
-    if kept is not None:
-        write_references(kept, refs)
     return refs
 
 
