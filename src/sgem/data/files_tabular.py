@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SgemUserError
+from .csv_dialect import read_csv
 from .npz import read_xy_npz
 from .table_columns import MAX_CATEGORIES, column_specs, read_placeholders
 from .table_contract import as_frame, is_named, note, select_columns, to_numbers
@@ -124,7 +125,7 @@ def read_frame(
     `header_only`: its columns alone (no rows read), to decide what the file holds;
     `text_columns`: read as written (series ids "001" and "1" stay two series, and a
     forecast's ids join back to the file's). A CSV whose header is one column holding ";"
-    is read as ";"-separated."""
+    is read as ";"-separated, and its decimal commas as numbers (`sgem.data.csv_dialect`)."""
     path = _existing_file(path)
     suffix = _suffix(path)
     try:
@@ -137,11 +138,7 @@ def read_frame(
             frame = pd.read_parquet(path)
         elif suffix in (".csv", ".csv.gz", ".tsv", ".tsv.gz"):
             sep = "\t" if suffix.startswith(".tsv") else ","
-            text, nrows = {c: str for c in text_columns}, 0 if header_only else None
-            frame = pd.read_csv(path, sep=sep, nrows=nrows, dtype=text)
-            if sep == "," and len(frame.columns) == 1 and ";" in str(frame.columns[0]):
-                # a spreadsheet's ";"-separated export, which "," reads as one column
-                frame = pd.read_csv(path, sep=";", nrows=nrows, dtype=text)
+            frame = read_csv(path, sep, 0 if header_only else None, text_columns)
         else:
             raise SgemUserError(
                 f"{path}: unsupported file type {suffix or '(no suffix)'!r}; give a .csv, .tsv, "
