@@ -222,6 +222,10 @@ def test_series_ids_are_read_as_written(tmp_path):
     empty = pd.read_csv(path).iloc[:0]  # (an IndexError deep in reading its times, before)
     with pytest.raises(SgemUserError, match="no rows"):
         read_long_series(empty)
+    blank = pd.read_csv(path, dtype={"unique_id": str})
+    blank.loc[[0, 7], "unique_id"] = None  # (as text, they made a series named "nan")
+    with pytest.raises(SgemUserError, match=r"'unique_id' is empty in 2 rows \(rows 0, 7\)"):
+        read_long_series(blank)
 
 
 def test_a_semicolon_separated_csv_is_read(tmp_path):

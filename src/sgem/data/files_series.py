@@ -269,6 +269,11 @@ def read_long_series(
             where,
             unused[:8],
         )
+    if id_col is not None and (no_id := frame[id_col].isna().to_numpy()).any():
+        raise SgemUserError(  # (as text, each would join a series "nan")
+            f"{where}: id column {id_col!r} is empty in {int(no_id.sum())} rows (rows "
+            f"{_first_rows(no_id)}); give every row its series' id, or drop those rows"
+        )
     ids = frame[id_col].astype(str) if id_col is not None else pd.Series("0", index=frame.index)
     times = read_times(frame[time_col], time_col)
     values = _values(frame[value_col], value_col)
