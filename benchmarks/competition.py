@@ -1,19 +1,22 @@
 """sgem against AutoETS and AutoTheta on forecasting-competition files, under the
 competition's own split: fit on `*_train.csv`, forecast the next h points of every series,
 score against `*_test.csv`. `tourism` (the shared tourism_monthly.tsf) is split as its
-competition did: the last 24 months of every series are the test.
+competition did: the last 24 months of every series are the test; `tourism_quarterly` and
+`tourism_yearly`: its series summed over whole quarters / years, the last 8 / 4 the test.
 
 Side by side in one run, per file: `sgem fit TRAIN --horizon H --season S --time-budget B`
 (the saved model: searched MoE, selective routing or combination, as the leaderboard
 chose), then statsforecast's AutoETS and AutoTheta fitted on each whole training series
 with the same season S: the one the data's README gives each file (yearly 1, quarterly 4,
-other 1, tourism 12; `sgem.bench.future_scores.SEASONS`), which MASE scales by too.
+other 1, tourism 12, tourism_quarterly 4, tourism_yearly 1;
+`sgem.bench.future_scores.SEASONS`), which MASE scales by too.
 Scores: MASE (utilsforecast, in-sample seasonal naive scale), sMAPE,
 wQL (mean over quantiles 0.1 ... 0.9 of 2 * sum of pinball losses / sum |y|, as GluonTS and
 AutoGluon define it), 80 % interval coverage (between the 0.1 and 0.9 quantiles), and how
 many series got a forecast.
 
     python benchmarks/competition.py --files yearly quarterly other tourism --time-budget 300
+    python benchmarks/competition.py --files tourism_quarterly tourism_yearly --time-budget 120
 """
 
 from __future__ import annotations

@@ -149,35 +149,46 @@ def method_rows(
     return rows
 
 
+#: the tourism collections made from the shared monthly file: (pandas period, horizon as
+#: the tourism competition's track of that frequency had it)
+TOURISM = {"tourism": ("MS", 24), "tourism_quarterly": ("QS", 8), "tourism_yearly": ("YS", 4)}
+
+
 def competition_folder(name: str, data: Path, scratch: Path) -> Path:
     """The folder holding `m3_{name}_train.csv` and `m3_{name}_test.csv`: `data` (the shared
     competition files); for `tourism`, `scratch`, where the shared tourism_monthly.tsf beside
-    `data` is split as the tourism competition's monthly track did: the last `@horizon` (24)
-    points of every series are the test."""
-    if name != "tourism":
+    `data` is split as the tourism competition's monthly track did: the last 24 points of
+    every series are the test. `tourism_quarterly` / `tourism_yearly`: its series summed
+    over whole quarters / calendar years (7-27 years, 30-111 quarters), their last 8 / 4
+    points the test, as that competition's quarterly and yearly tracks held out (a stand-in
+    for those collections: other series of the same kind, no choice in sgem made on them)."""
+    if name not in TOURISM:
         return data
     from ..data.tsf_reader import read_tsf
 
-    tsf = data.parent / "timeseries" / "tourism_monthly.tsf"
-    tourism = read_tsf(tsf)
-    h = int(tourism.horizon or 24)
+    freq, h = TOURISM[name]
+    tourism = read_tsf(data.parent / "timeseries" / "tourism_monthly.tsf")
     frames = []
     for series, attrs, values in zip(
         tourism.names(), tourism.attributes, tourism.series, strict=True
     ):
         ds = pd.date_range(attrs["start_timestamp"], periods=len(values), freq="MS")
-        frames.append(pd.DataFrame({"unique_id": series, "ds": ds, "y": values}))
+        y = pd.Series(np.asarray(values, dtype=float), index=ds)
+        if freq != "MS":  # whole periods only: the first and last may be partial
+            y = y.resample(freq).sum(min_count=12 if freq == "YS" else 3).dropna()
+        frames.append(pd.DataFrame({"unique_id": series, "ds": y.index, "y": y.to_numpy()}))
     long = pd.concat(frames)
     last = long.groupby("unique_id").cumcount(ascending=False) < h
     scratch.mkdir(parents=True, exist_ok=True)
-    long[~last].to_csv(scratch / "m3_tourism_train.csv", index=False)
-    long[last].to_csv(scratch / "m3_tourism_test.csv", index=False)
+    long[~last].to_csv(scratch / f"m3_{name}_train.csv", index=False)
+    long[last].to_csv(scratch / f"m3_{name}_test.csv", index=False)
     return scratch
 
 
 #: each competition file's seasonal period as its data's README gives it (M3's "other"
 #: series carry quarterly dates but no season); a file not named here: its dates' period
-SEASONS = {"yearly": 1, "quarterly": 4, "other": 1, "tourism": 12}
+SEASONS = {"yearly": 1, "quarterly": 4, "other": 1, "tourism": 12, "tourism_quarterly": 4,
+           "tourism_yearly": 1}  # fmt: skip
 
 
 @dataclass
