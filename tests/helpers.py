@@ -102,6 +102,12 @@ TOY_SMOKE = Path(__file__).resolve().parents[1] / "configs" / "toy-smoke.yaml"
 TOY_SMOKE_SEED = 5
 
 
+def toy_smoke_args(out: Path) -> list[str]:
+    """`sgem run toy` of `TOY_SMOKE` (seed `TOY_SMOKE_SEED`) into `out`, as CLI arguments."""
+    seed = str(TOY_SMOKE_SEED)
+    return ["run", "toy", "--seed", seed, "--out", str(out), "--config", str(TOY_SMOKE), "--quiet"]
+
+
 def copy_run(run: Path, to: Path) -> Path:
     """A copy of the run directory `run` at `to`, for a test that changes it."""
     shutil.copytree(run, to)

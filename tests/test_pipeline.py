@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import TOY_SMOKE, TOY_SMOKE_SEED
+from helpers import TOY_SMOKE, TOY_SMOKE_SEED, toy_smoke_args
 
 from sgem.cli import main
 from sgem.run.pipeline import run_experiment
@@ -134,19 +134,6 @@ def test_cli_reports_errors_cleanly(smoke_run, capsys) -> None:
 
 def test_cli_prints_summary_of_finished_run(smoke_run, capsys) -> None:
     out, _ = smoke_run
-    code = main(
-        [
-            "run",
-            "toy",
-            "--seed",
-            str(TOY_SMOKE_SEED),
-            "--out",
-            str(out),
-            "--config",
-            str(SMOKE),
-            "--quiet",
-        ]
-    )
-    assert code == 0
+    assert main(toy_smoke_args(out)) == 0
     text = capsys.readouterr().out
     assert "oracle match" in text and "MoE test accuracy" in text

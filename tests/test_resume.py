@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import TOY_SMOKE, TOY_SMOKE_SEED, copy_run
+from helpers import TOY_SMOKE, TOY_SMOKE_SEED, copy_run, toy_smoke_args
 
 from sgem.run.pipeline import resume_experiment, run_experiment
 from sgem.search.store import StoreError
@@ -60,20 +60,7 @@ def test_sigkill_then_resume_reproduces_the_uninterrupted_run(toy_smoke_run, tmp
     out = tmp_path / "killed"
     store = out / "store.sqlite"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sgem.cli",
-            "run",
-            "toy",
-            "--seed",
-            str(TOY_SMOKE_SEED),
-            "--out",
-            str(out),
-            "--config",
-            str(TOY_SMOKE),
-            "--quiet",
-        ],
+        [sys.executable, "-m", "sgem.cli", *toy_smoke_args(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
