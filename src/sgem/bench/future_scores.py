@@ -114,7 +114,8 @@ def classical_forecasts(
 ) -> dict:
     """{name: (forecast frame, seconds)} of statsforecast's models `names` (AutoETS,
     AutoTheta, SeasonalNaive) fitted on every whole training series (missing values
-    carried forward: statsforecast refuses them)."""
+    carried forward: statsforecast refuses them), statsforecast's naive forecast where a
+    model cannot fit a series (AutoETS refuses series of 3 points: "tiny datasets")."""
     from statsforecast import StatsForecast, models
 
     filled = train.groupby("unique_id")["y"].ffill()
@@ -124,9 +125,9 @@ def classical_forecasts(
     for name in names:
         model = getattr(models, name)(season_length=season)
         start = time.perf_counter()
-        fc = StatsForecast(models=[model], freq=freq, n_jobs=1).forecast(
-            df=train, h=h, level=levels
-        )
+        fc = StatsForecast(
+            models=[model], freq=freq, n_jobs=1, fallback_model=models.Naive()
+        ).forecast(df=train, h=h, level=levels)
         seconds = time.perf_counter() - start
         frame = fc.reset_index() if "unique_id" not in fc.columns else fc
         frame = frame.rename(columns={name: "point"})
