@@ -314,6 +314,24 @@ def test_image_folder(image_folder, caplog):
     assert x.shape == (1, 6, 8, 3) and names == ["c3.jpg"]
 
 
+def test_a_few_unreadable_images_are_left_out_of_a_fit(image_folder, caplog):
+    """One corrupt file among ten or more images is left out with a warning naming it (it
+    stopped the fit); at predict it is still refused (every input gets a row)."""
+    for i in range(5):
+        _image(image_folder / "cats" / f"more{i}.png")
+    (image_folder / "dogs" / "broken.png").write_bytes(b"\x89PNG not really")
+    with caplog.at_level(logging.WARNING):
+        data = read_image_folder(image_folder)
+    assert len(data.y) == 11 and "dogs/broken.png" not in data.files
+    assert "left out 1 unreadable of 12 images" in caplog.text and "broken.png" in caplog.text
+    with pytest.raises(SgemUserError, match=r"broken\.png: not a readable image"):
+        read_images_for_predict(image_folder, image_size=(6, 8))
+    for name in ("d1.jpeg", "d2.png"):
+        (image_folder / "dogs" / "sub" / name).write_bytes(b"not an image")
+    with pytest.raises(SgemUserError, match=r"3 of 13 images are not readable"):
+        read_image_folder(image_folder)
+
+
 def test_image_folder_errors(image_folder, tmp_path):
     (image_folder / "dogs" / "broken.png").write_bytes(b"\x89PNG not really")
     with pytest.raises(SgemUserError, match=r"broken\.png: not a readable image"):

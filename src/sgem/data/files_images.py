@@ -28,6 +28,10 @@ from .npz import read_xy_npz
 log = logging.getLogger(__name__)
 
 #: the image suffixes read (torchvision's IMG_EXTENSIONS), case-insensitive
+#: a training folder's unreadable images are left out, with a warning, where they are at most
+#: this share of its images (one corrupt download among thousands need not stop a fit); more
+#: are refused, naming them: then the folder, not a file, is likely at fault
+MAX_UNREADABLE_SHARE = 0.1
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -114,23 +118,48 @@ def _load(path: Path) -> Image.Image:
 
 
 def _stack(
-    paths: list[Path], image_size: int | tuple[int, int] | None, where: Path
-) -> tuple[np.ndarray, int]:
-    """Read `paths` as RGB and stack them at one size: `image_size`, else the most common.
+    paths: list[Path],
+    image_size: int | tuple[int, int] | None,
+    where: Path,
+    skip_unreadable: bool = False,
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """Read `paths` as RGB and stack them at one size: `image_size`, else the most common;
+    with `skip_unreadable`, those that do not read are left out (`_left_out`). Returns the
+    images, how many were resized, and which of `paths` they are (a bool mask).
 
     Two passes: the sizes from the headers first, then each image decoded straight into the
     output array (never all decoded images in memory at once)."""
-    sizes = [_size_of(p) for p in paths]
+    bad: list[SgemUserError] = []
+    keep = np.ones(len(paths), dtype=bool)
+
+    def read(i: int, reader):
+        try:
+            return reader(paths[i])
+        except SgemUserError as exc:
+            if not skip_unreadable:
+                raise
+            keep[i] = False
+            bad.append(exc)
+            return None
+
+    sizes = [s for s in (read(i, _size_of) for i in range(len(paths))) if s]
+    if not sizes:  # (every one unreadable: refused)
+        _left_out(bad, len(paths), where)
     size = _size(image_size) or Counter(sizes).most_common(1)[0][0]
     height, width = size
     out = np.empty((len(paths), height, width, 3), dtype=np.uint8)
     resized = 0
-    for i, path in enumerate(paths):
-        image = _load(path)
+    for i in range(len(paths)):
+        image = read(i, _load) if keep[i] else None
+        if image is None:
+            continue
         if (image.height, image.width) != (height, width):
             image = image.resize((width, height), Image.Resampling.BILINEAR)
             resized += 1
         out[i] = np.asarray(image, dtype=np.uint8)
+    if bad:
+        _left_out(bad, len(paths), where)
+        out = out[keep]
     if resized:
         log.warning(
             "%s: resized %d of %d images to %dx%d (height x width)%s",
@@ -141,7 +170,21 @@ def _stack(
             width,
             "" if image_size is not None else ", the most common size",
         )
-    return out, resized
+    return out, resized, keep
+
+
+def _left_out(bad: list[SgemUserError], n: int, where: Path) -> None:
+    """Warn of a training folder's unreadable images; refuse them where they are more than
+    `MAX_UNREADABLE_SHARE` of its `n` images."""
+    named = "; ".join(str(e).split(": not a readable image")[0] for e in bad[:5])
+    more = ", ..." if len(bad) > 5 else ""
+    if len(bad) > MAX_UNREADABLE_SHARE * n:
+        if len(bad) == 1:
+            raise bad[0]
+        raise SgemUserError(
+            f"{where}: {len(bad)} of {n} images are not readable ({named}{more}; e.g. {bad[0]})"
+        )
+    log.warning("%s: left out %d unreadable of %d images: %s%s", where, len(bad), n, named, more)
 
 
 def _folder(path: str | os.PathLike) -> Path:
@@ -161,8 +204,10 @@ def read_image_folder(
     Classes are the sub-folders (hidden ones skipped), sorted by name; files that are not
     images (by suffix, see `IMAGE_SUFFIXES`) are skipped. Images are converted to RGB and
     resized (bilinear) to `image_size` (an int or (height, width)), or when None to the most
-    common size, logging how many were resized. An unreadable image, a folder without class
-    sub-folders, a class folder without images or fewer than two classes raise `SgemUserError`.
+    common size, logging how many were resized. Unreadable images are left out with a
+    warning (more than `MAX_UNREADABLE_SHARE` of them: refused); a folder without class
+    sub-folders, a class folder without (readable) images or fewer than two classes raise
+    `SgemUserError`.
     """
     root = _folder(path)
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -193,9 +238,12 @@ def read_image_folder(
         raise SgemUserError(
             f"{root} has a single class folder {classes[0]!r}; a classifier needs at least two"
         )
-    x, resized = _stack(paths, image_size, root)
-    files = [p.relative_to(root).as_posix() for p in paths]
-    return ImageData(x, np.asarray(labels, dtype=np.int64), classes, files, resized)
+    x, resized, keep = _stack(paths, image_size, root, skip_unreadable=True)
+    y = np.asarray(labels, dtype=np.int64)[keep]
+    if lost := [name for code, name in enumerate(classes) if code not in set(y.tolist())]:
+        raise SgemUserError(f"{root}: class folders {lost} hold no readable image")
+    files = [p.relative_to(root).as_posix() for p, k in zip(paths, keep, strict=True) if k]
+    return ImageData(x, y, classes, files, resized)
 
 
 def read_image_npz(path: str | os.PathLike) -> ImageData:
@@ -245,13 +293,13 @@ def read_images_for_predict(
     if path.is_file():
         if path.suffix.lower() not in IMAGE_SUFFIXES:
             raise SgemUserError(f"{path}: not an image file ({', '.join(IMAGE_SUFFIXES)})")
-        x, _ = _stack([path], image_size, path)
+        x, _, _ = _stack([path], image_size, path)
         return x, [path.name]
     root = _folder(path)
     paths = _images_below(root)
     if not paths:
         raise SgemUserError(f"{root} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-    x, _ = _stack(paths, image_size, root)
+    x, _, _ = _stack(paths, image_size, root)
     return x, [p.relative_to(root).as_posix() for p in paths]
 
 
