@@ -197,6 +197,24 @@ def test_long_csv_with_gap(tmp_path):
     assert check_series_lengths(data, 20, 8, drop_short=True) == [n for n in data.names if n != "c"]
 
 
+def test_a_file_of_mostly_gaps_is_warned_of(tmp_path, caplog):
+    """Timestamps at irregular days, read on their commonest step (a day), leave most of the
+    grid to be filled: the reader says so (it filled 136 of 196 days silently)."""
+    days = np.sort(np.random.default_rng(0).choice(200, 60, replace=False))
+    times = pd.Timestamp("2024-01-01") + pd.to_timedelta(days, unit="D")
+    path = tmp_path / "irregular.csv"
+    pd.DataFrame({"unique_id": "a", "ds": times, "y": np.arange(60.0)}).to_csv(path, index=False)
+    with caplog.at_level(logging.WARNING):
+        data = read_long_series(path)
+    assert data.freq == "D" and np.isnan(data.series["a"]).mean() > 0.5
+    assert "have no value" in caplog.text and "aggregate them to a regular step" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _long_csv(tmp_path / "long.csv")
+        read_long_series(tmp_path / "long.csv")  # a few gaps: no such warning
+    assert "have no value" not in caplog.text
+
+
 def test_series_left_out_of_training_are_told_how_to_train_them(caplog):
     """Left out of training, a short series is still forecast: the note names the flag that
     trains on it too, and none where no flag does (it once said 'to keep them: drop ...')."""

@@ -333,7 +333,31 @@ def read_long_series(
         full = np.full(grid_len, np.nan)
         full[position] = v
         series[key] = full
+    _warn_sparse(series, where, freq or f"every {step}")
     return SeriesData(series, starts, freq, step=step if integer_time else None)
+
+
+#: a file whose time grid is more than this share gaps is warned of (`_warn_sparse`)
+MOSTLY_GAPS = 0.5
+
+
+def _warn_sparse(series: dict[str, np.ndarray], where: str, step: str) -> None:
+    """Warn where more than `MOSTLY_GAPS` of the file's grid has no value: the gaps are
+    filled before training, so such a file trains on mostly filled values (timestamps at
+    irregular times, read on their commonest step, look like this)."""
+    cells = sum(len(v) for v in series.values())
+    gaps = sum(int(np.isnan(v).sum()) for v in series.values())
+    if cells and gaps > MOSTLY_GAPS * cells:
+        log.warning(
+            "%s: %d of the %d steps on the series' %s grid have no value (%.0f %%): they are "
+            "filled before training; if the times are irregular, aggregate them to a regular "
+            "step first",
+            where,
+            gaps,
+            cells,
+            step,
+            100 * gaps / cells,
+        )
 
 
 def future_times(data: SeriesData, names: Sequence[str], horizon: int) -> np.ndarray | None:
