@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 #: a table's fitted references by what they were fitted on, while `shared_table_references`
 #: is open (None: not shared)
-_SHARED: dict[tuple, list] | None = None
+_SHARED: dict[str, list] | None = None
 
 
 @contextmanager
@@ -77,10 +77,10 @@ def table_references(
     names = ",".join(getattr(m, "name", type(m).__name__) for m in reference_methods(space))
     key = f"{_rows_key(task, seed, crps_samples, values)}|{names}"
     if _SHARED is not None and key in _SHARED:
-        refs = copy.deepcopy(_SHARED[key])  # (never handed out itself: each run gets a copy)
+        shared = copy.deepcopy(_SHARED[key])  # (never handed out itself: each run a copy)
         if kept is not None:
-            write_references(kept, refs, key)
-        return refs
+            write_references(kept, shared, key)
+        return shared
     refs = _fitted(task, space, seed, crps_samples, clock, values, kept, key)
     if refs is not None and _SHARED is not None:
         _SHARED[key] = copy.deepcopy(refs)

@@ -96,13 +96,11 @@ def read_references(path: Path, task, key: str = "") -> list[MethodResult] | Non
 
 def _entry(i: int, e: dict, arrays: dict[str, np.ndarray], task) -> MethodResult:
     """The `i`-th kept reference, its arrays checked against the task's splits."""
-    base = {
-        "note": str(e["note"]),
-        "kind": str(e["kind"]),
-        "crps_samples": int(e["crps_samples"]),
-    }
+    note, kind, crps_samples = str(e["note"]), str(e["kind"]), int(e["crps_samples"])
     if e.get("skipped") is True:  # a member the budget skipped: its row says so
-        return MethodResult(str(e["method"]), int(e["seed"]), **base)
+        return MethodResult(
+            str(e["method"]), int(e["seed"]), note=note, kind=kind, crps_samples=crps_samples
+        )
     val, test = arrays[f"{i}.val"], arrays[f"{i}.test"]
     _fits(val, np.shape(task.val.y), "validation outputs")
     _fits(test, np.shape(task.test.y), "holdout outputs")
@@ -131,7 +129,9 @@ def _entry(i: int, e: dict, arrays: dict[str, np.ndarray], task) -> MethodResult
         test_output=test,
         fitted=Fitted(estimator=estimator, scale=scale, classical=classical),
         extra=extra,
-        **base,
+        note=note,
+        kind=kind,
+        crps_samples=crps_samples,
     )
 
 
