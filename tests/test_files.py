@@ -209,6 +209,11 @@ def test_a_file_of_mostly_gaps_is_warned_of(tmp_path, caplog):
     assert data.freq == "D" and np.isnan(data.series["a"]).mean() > 0.5
     assert "have no value" in caplog.text and "aggregate them to a regular step" in caplog.text
     caplog.clear()
+    steps = pd.DataFrame({"unique_id": "a", "ds": [0, 1, 2, 3, 100], "y": np.arange(5.0)})
+    with caplog.at_level(logging.WARNING):
+        read_long_series(steps)  # integer time steps: the same
+    assert "96 of the 101 steps on the series' step-1 grid" in caplog.text
+    caplog.clear()
     with caplog.at_level(logging.WARNING):
         _long_csv(tmp_path / "long.csv")
         read_long_series(tmp_path / "long.csv")  # a few gaps: no such warning

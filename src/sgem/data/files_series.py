@@ -333,7 +333,7 @@ def read_long_series(
         full = np.full(grid_len, np.nan)
         full[position] = v
         series[key] = full
-    _warn_sparse(series, where, freq or f"every {step}")
+    _warn_sparse(series, where, freq or (f"step-{step}" if integer_time else "time-ordered"))
     return SeriesData(series, starts, freq, step=step if integer_time else None)
 
 
