@@ -17,14 +17,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .budget_clock import CLOCK_FILE
 from .rundir import CONFIG, RESULT
 
 #: the clock's stages in run order; "saving" (model directory, result.json) is not a
-#: clock stage: it lies between "calibration" and "figures"
+#: clock stage: it lies between "calibration" and "figures"; of the two references stages
+#: before the search a run has its task's only (`EARLY_REFERENCES`)
 STAGES = (
     "reading_data",
+    "scikit_learn_references",
     "planning",
+    "classical_references",
     "search",
     "final_stage",
     "references",
@@ -36,6 +41,10 @@ STAGES = (
 )
 
 
+#: the stage in which a user's task fits its references before the search, by the task's name
+EARLY_REFERENCES = {"table": "scikit_learn_references", "series": "classical_references"}
+
+
 def clock_state(run: Path) -> tuple[float | None, dict[str, float]]:
     """(seconds spent, {stage: seconds}) as the run clock last saved them; (None, {}) when
     there is no clock yet."""
@@ -44,6 +53,14 @@ def clock_state(run: Path) -> tuple[float | None, dict[str, float]]:
         return float(doc["spent_seconds"]), {k: float(v) for k, v in doc["stages"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None, {}
+
+
+def _kind(run: Path) -> str | None:
+    """The run's task name (its config.yaml's), or None where it cannot be read."""
+    try:
+        return str(yaml.safe_load((run / CONFIG).read_text())["run"]["task"]["name"])
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError):
+        return None
 
 
 def _budgeted(run: Path) -> bool:
@@ -61,18 +78,30 @@ def next_command(fit: list[str], resume: list[str], run: str | os.PathLike) -> l
 
 
 def interrupted_stage(
-    before: dict[str, float], after: dict[str, float], saved: bool, budgeted: bool = True
+    before: dict[str, float],
+    after: dict[str, float],
+    saved: bool,
+    budgeted: bool = True,
+    kind: str | None = None,
 ) -> str:
     """The stage a killed attempt was in: the one after the last clock stage it finished
     (`before` / `after`: the clock's stages at its start and at its death; `saved`: it had
     saved the model, so only the figures and result.json were left; `budgeted`: the run
-    has a time budget, without which it has no seed rounds)."""
+    has a time budget, without which it has no seed rounds; `kind`: the task's name, whose
+    references stage before the search the run has, `EARLY_REFERENCES`)."""
     if saved:
         return "figures"
-    stages = [s for s in STAGES if budgeted or s != "seed_rounds"]
+    early = EARLY_REFERENCES.get(kind or "")
+    stages = [
+        s
+        for s in STAGES
+        if (budgeted or s != "seed_rounds") and (s == early or s not in EARLY_REFERENCES.values())
+    ]
     done = [s for s in stages if after.get(s, 0.0) > before.get(s, 0.0)]
-    if not done:
-        return "search"  # start-up, reading the data, planning or the search itself
+    if not done:  # a table fits its references first; else reading, planning or the search
+        if kind == "table" and early is not None and early not in after:
+            return early
+        return "search"
     if done[-1] == "calibration":
         return "saving"
     return stages[min(stages.index(done[-1]) + 1, len(stages) - 1)]
@@ -126,7 +155,7 @@ def attempt(
     spent, after = clock_state(run)
     model = run / "model" / "model.json"  # saved just before the figures
     saved = model.exists() and model.stat().st_mtime >= wall and not (run / RESULT).exists()
-    stage = interrupted_stage(before, after, saved, _budgeted(run))
+    stage = interrupted_stage(before, after, saved, _budgeted(run), _kind(run))
     if spent is None:
         stage = "start-up"  # no clock yet: reading the data, claiming the directory
     text = err.read_text()
@@ -134,4 +163,12 @@ def attempt(
     return Attempt(killed, stage if killed else "end", seconds, code, spent, text[-2000:])
 
 
-__all__ = ["STAGES", "Attempt", "attempt", "clock_state", "interrupted_stage", "next_command"]
+__all__ = [
+    "EARLY_REFERENCES",
+    "STAGES",
+    "Attempt",
+    "attempt",
+    "clock_state",
+    "interrupted_stage",
+    "next_command",
+]
