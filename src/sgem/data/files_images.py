@@ -27,11 +27,11 @@ from .npz import read_xy_npz
 
 log = logging.getLogger(__name__)
 
-#: the image suffixes read (torchvision's IMG_EXTENSIONS), case-insensitive
 #: a training folder's unreadable images are left out, with a warning, where they are at most
 #: this share of its images (one corrupt download among thousands need not stop a fit); more
 #: are refused, naming them: then the folder, not a file, is likely at fault
 MAX_UNREADABLE_SHARE = 0.1
+#: the image suffixes read (torchvision's IMG_EXTENSIONS), case-insensitive
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff", ".webp")
 
 
@@ -129,7 +129,7 @@ def _stack(
 
     Two passes: the sizes from the headers first, then each image decoded straight into the
     output array (never all decoded images in memory at once)."""
-    bad: list[SgemUserError] = []
+    bad: list[tuple[Path, SgemUserError]] = []
     keep = np.ones(len(paths), dtype=bool)
 
     def read(i: int, reader):
@@ -139,7 +139,7 @@ def _stack(
             if not skip_unreadable:
                 raise
             keep[i] = False
-            bad.append(exc)
+            bad.append((paths[i], exc))
             return None
 
     sizes = [s for s in (read(i, _size_of) for i in range(len(paths))) if s]
@@ -173,16 +173,16 @@ def _stack(
     return out, resized, keep
 
 
-def _left_out(bad: list[SgemUserError], n: int, where: Path) -> None:
-    """Warn of a training folder's unreadable images; refuse them where they are more than
-    `MAX_UNREADABLE_SHARE` of its `n` images."""
-    named = "; ".join(str(e).split(": not a readable image")[0] for e in bad[:5])
+def _left_out(bad: list[tuple[Path, SgemUserError]], n: int, where: Path) -> None:
+    """Warn of a training folder's unreadable images (each with its error); refuse them
+    where they are more than `MAX_UNREADABLE_SHARE` of its `n` images."""
+    named = "; ".join(str(path) for path, _ in bad[:5])
     more = ", ..." if len(bad) > 5 else ""
     if len(bad) > MAX_UNREADABLE_SHARE * n:
         if len(bad) == 1:
-            raise bad[0]
+            raise bad[0][1]
         raise SgemUserError(
-            f"{where}: {len(bad)} of {n} images are not readable ({named}{more}; e.g. {bad[0]})"
+            f"{where}: {len(bad)} of {n} images are not readable ({named}{more}; e.g. {bad[0][1]})"
         )
     log.warning("%s: left out %d unreadable of %d images: %s%s", where, len(bad), n, named, more)
 

@@ -99,9 +99,8 @@ def interrupted_stage(
     ]
     done = [s for s in stages if after.get(s, 0.0) > before.get(s, 0.0)]
     if not done:  # a table fits its references first; else reading, planning or the search
-        if kind == "table" and early is not None and early not in after:
-            return early
-        return "search"
+        table_first = kind == "table" and early not in after
+        return EARLY_REFERENCES["table"] if table_first else "search"
     if done[-1] == "calibration":
         return "saving"
     return stages[min(stages.index(done[-1]) + 1, len(stages) - 1)]

@@ -74,23 +74,23 @@ def table_references(
     if task.name != "table" or isinstance(space, TimeSeriesSpace):
         return None
     values = None if clock.budget is None else int(SCIKIT_LEARN_VALUES_PER_SECOND * clock.budget)
-    names = ",".join(getattr(m, "name", type(m).__name__) for m in reference_methods(space))
-    key = f"{_rows_key(task, seed, crps_samples, values)}|{names}"
+    methods = reference_methods(space)
+    key = f"{_rows_key(task, seed, crps_samples, values)}|{_names(methods)}"
     if _SHARED is not None and key in _SHARED:
         shared = copy.deepcopy(_SHARED[key])  # (never handed out itself: each run a copy)
         if kept is not None:
             write_references(kept, shared, key)
         return shared
-    refs = _fitted(task, space, seed, crps_samples, clock, values, kept, key)
+    refs = _fitted(task, methods, seed, crps_samples, clock, values, kept, key)
     if refs is not None and _SHARED is not None:
         _SHARED[key] = copy.deepcopy(refs)
     return refs
 
 
 def _fitted(
-    task, space, seed: int, crps_samples: int, clock, values, kept: Path | None, key: str
+    task, methods: list, seed: int, crps_samples: int, clock, values, kept: Path | None, key: str
 ) -> list | None:
-    """Each reference not in `kept` fitted, and `kept` rewritten after each."""
+    """Each of `methods`' references not in `kept` fitted, and `kept` rewritten after each."""
     budget = MethodBudget(
         seed=seed,
         crps_samples=crps_samples,
@@ -98,9 +98,7 @@ def _fitted(
         reference_seconds=tuning_seconds(clock.budget),
     )
     with clock.timed("scikit_learn_references"):
-        methods = reference_methods(space)
-        refs = read_references(kept, task, key) if kept is not None and kept.exists() else None
-        refs = list(refs or [])[: len(methods)]
+        refs = _kept(kept, task, methods, key)
         for m in methods[len(refs) :]:
             refs.append(m.fit_evaluate(task, budget))
             if kept is not None:
@@ -133,17 +131,13 @@ def classical_first(
     if estimate == 0.0:
         return None
     methods = reference_methods(space)
-    refs: list[MethodResult] = []
-    if kept is not None and kept.exists():  # a resumed run: those kept are not fitted again
-        with clock.timed("classical_references"):
-            refs = (read_references(kept, task) or [])[: len(methods)]
-        if [r.method for r in refs] != [m.name for m in methods[: len(refs)]]:
-            refs = []  # (kept for other references)
+    key = _names(methods)
     subset = bool(plan and plan.get("references_on_a_subset"))
     shares = (plan or {}).get("references_shares")  # (a plan written before: equal shares)
     left_out = (plan or {}).get("references_left_out") or {}
     until = None if estimate is None else time.perf_counter() + 2.0 * estimate + 5.0
     with clock.timed("classical_references"):
+        refs = _kept(kept, task, methods, key)  # (a resumed run's: not fitted again)
         for m in methods[len(refs) :]:
             member = str(getattr(m, "member", m.name))  # (a `ClassicalReference`'s)
             if member in left_out:  # too costly for the subset's share: its row says why
@@ -157,12 +151,25 @@ def classical_first(
                 until = time.perf_counter() + share
             refs.append(m.fit_evaluate(task, replace(budget, deadline=until)))
             if kept is not None:  # each kept as soon as it is fitted (a kill keeps the first)
-                write_references(kept, refs)
+                write_references(kept, refs, key)
     if not any(_fitted_costly(r) for r in refs):
         if kept is not None:
             kept.unlink(missing_ok=True)  # (a resume must not read them as fitted in time)
         return None  # (one of AutoETS / AutoTheta is enough: the other says it was skipped)
     return refs
+
+
+def _names(methods: list) -> str:
+    """What kept references are keyed by besides their rows: the members' names, in order."""
+    return ",".join(getattr(m, "name", type(m).__name__) for m in methods)
+
+
+def _kept(kept: Path | None, task, methods: list, key: str) -> list[MethodResult]:
+    """The first of `methods`' references as `kept` holds them under `key` (a resumed
+    run's), or none (no file, or one for other rows or members: fitted again)."""
+    if kept is None or not kept.exists():
+        return []
+    return (read_references(kept, task, key) or [])[: len(methods)]
 
 
 def _skipped_or_fitted(method, task, budget, plan: dict) -> MethodResult:
