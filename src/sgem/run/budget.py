@@ -234,11 +234,7 @@ def replan_final(
     refit or champion cell and ended at 52 s) or, running a step past the plan, less; the
     final stage then takes what is there instead of what was guessed."""
     ratio = plan.get("searched_cost_ratio", 1.0)  # the searched cells' cost, measured
-    left = plan["_training_ends"] - time.perf_counter()
-    left -= ratio * plan.get("after_final_seconds_estimate", 0.0)
-    if not references_done:
-        left -= plan.get("references_seconds_estimate", 0.0)
-    plan["_final_stage_ends"] = time.perf_counter() + left  # (what it leaves: seed rounds)
+    left = final_stage_ends(plan, references_done) - time.perf_counter()
     pricing = final_pricing(cfg, task, space, configured)
     # priced on the configured search (its candidate training is the pilot's unit); the
     # search's own settings stay, with the final stage's sizes the ladder leaves
@@ -266,6 +262,19 @@ def replan_final(
         searched, champion_cells=priced.champion_cells, final_steps=priced.final_steps
     )
     return final_cfg, protocol.length_name
+
+
+def final_stage_ends(plan: dict, references_done: bool) -> float:
+    """When the final stage and the seed rounds after it must end (a `time.perf_counter()`
+    value): the training's end less the leaderboard's estimates (and the references', where
+    they are still to fit). Sets `plan["_final_stage_ends"]`, where `seed_rounds_end` reads
+    it (a resumed run whose final MoE was kept sets it here without replanning)."""
+    ratio = plan.get("searched_cost_ratio", 1.0)  # the searched cells' cost, measured
+    ends = plan["_training_ends"] - ratio * plan.get("after_final_seconds_estimate", 0.0)
+    if not references_done:
+        ends -= plan.get("references_seconds_estimate", 0.0)
+    plan["_final_stage_ends"] = ends
+    return ends
 
 
 def seed_rounds_end(
@@ -412,6 +421,7 @@ __all__ = [
     "deadline",
     "extension_margin",
     "final_pricing",
+    "final_stage_ends",
     "final_stage_reserve",
     "final_units",
     "held_out_values",

@@ -25,27 +25,22 @@ from ..atomic import recover_dir
 from ..data.task import ClusteredTask
 from ..errors import SgemUserError
 from ..execution.executors import make_executor, resolve_executor
-from ..execution.progress import shown
-from ..final.reference import add_references
-from ..final.seed_rounds import add_seed_rounds
-from ..methods.result import drop_empty_experts
 from ..methods.sgem import SgemMethod
 from ..presets import PRESET_NAMES
 from ..search.config import SearchConfig
 from ..search.store import ObservationStore
-from ..train.time_fence import fence_passed, training_fence
+from ..train.time_fence import training_fence
 from ..train.trainer import resolve_device
 from .budget import (
     deadline,
     extension_margin,
     moving_deadline,
     plan_run,
-    replan_final,
-    seed_rounds_end,
     tail_seconds,
 )
 from .budget_clock import CLOCK_FILE, BudgetClock
 from .early_references import classical_first, table_references
+from .final_stages import run_final_stages
 from .finish import Searched, finish_run
 from .input_fingerprint import input_fingerprint
 from .kept_references import CLASSICAL_FILE, TABLE_FILE
@@ -328,73 +323,35 @@ def _stages(
         try:
             with clock.timed("search"):
                 trainer, found = method.search(task, budget)
-            if plan is not None:  # the final stage fitted to the time the search left
-                method.config, length = replan_final(
-                    plan, cfg, configured, method.config, task, space, early_refs is not None
-                )
-                budget = budget.replace(final_length=length, final_steps=method.config.final_steps)
-            protocol = method.protocol(budget)
-            # the final MoE (sgem.final.run_final): the champion cell and the finalists'
-            # second look where the protocol asks, then the retrain every method shares; a
-            # processes executor's warm workers make the tracking runs and retrain side by side
-            t0 = time.perf_counter()
-            with shown(progress), clock.timed("final_stage"):  # after the EM bar
-                final = method.final(
-                    task,
-                    budget,
-                    trainer,
-                    found,
-                    executor=None if isinstance(executor, str) else executor,
-                )
-            assert final.search is not None
-            found = final.search  # the partition and cells of the final model
-            t_ref = time.perf_counter()
-            final_cut = fence_passed()  # the budget's fence stopped final trainings
-            found, final = drop_empty_experts(found, final)
-            with shown(progress), clock.timed("references"):  # warm starts scored theirs
-                if not final_cut:  # else no time is left to train them
-                    assert final.report is not None
-                    add_references(
-                        final.report,
-                        task,
-                        trainer,
-                        found,
-                        seed,
-                        steps=protocol.final_steps,
-                        epochs=protocol.final_epochs,
-                        length=protocol.length_name,
-                        crps_samples=protocol.crps_samples,
-                        executor=None if isinstance(executor, str) else executor,
-                    )
-            reference_seconds = time.perf_counter() - t_ref
-            if plan is not None and not final_cut:  # the final stage's time left: more seeds
-                with shown(progress), clock.timed("seed_rounds"):
-                    add_seed_rounds(
-                        task,
-                        trainer,
-                        final,
-                        until=seed_rounds_end(
-                            plan, task, trainer, final, protocol, early_refs is not None
-                        ),
-                        executor=None if isinstance(executor, str) else executor,
-                    )
+            # the final MoE, its reference networks and seed rounds (each kept as it ends)
+            stages = run_final_stages(
+                method,
+                task,
+                budget,
+                trainer,
+                found,
+                cfg=cfg,
+                configured=configured,
+                space=space,
+                plan=plan,
+                references_done=early_refs is not None,
+                rundir=rundir,
+                fingerprint=fingerprint,
+                clock=clock,
+                progress=progress,
+                executor=None if isinstance(executor, str) else executor,
+            )
         finally:
             if not isinstance(executor, str):
                 executor.close()
     finally:
         store.close()
-    checked = time.perf_counter() - t0
-    check_seconds = (found.selection or {}).get("final_check", {}).get("seconds", 0.0)
-    retrain = checked - check_seconds - reference_seconds
-    timing = {**timing, **found.timing, "final_retrain": retrain}
-    if reference_seconds > 0.01:
-        timing["reference_networks"] = reference_seconds
-    if check_seconds:
-        timing["final_check"] = check_seconds
+    found, final, protocol = stages.found, stages.final, stages.protocol
+    timing = {**timing, **found.timing, **stages.timing}
     searched = Searched(
         task, trainer, found, final, protocol, seed, early_refs, timing, space, search_cfg
     )
-    return finish_run(cfg, rundir, clock, searched, plan, final_cut, resume, executor_kind)
+    return finish_run(cfg, rundir, clock, searched, plan, stages.final_cut, resume, executor_kind)
 
 
 __all__ = [

@@ -1,0 +1,93 @@
+"""The final MoE kept in the run directory (`sgem.run.kept_final`): a run interrupted after
+its final stage resumes without training it again and ends with the uninterrupted result; a
+damaged file, or one kept for another search, is never trusted."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import copy_run
+
+from sgem.methods.sgem import SgemMethod
+from sgem.run.kept_final import FINAL_FILE, KEPT_STAGES
+from sgem.run.pipeline import resume_experiment
+
+#: result.json's fields that time the run or say it was resumed (and any "*_seconds")
+_TIMED = ("timing", "wall_seconds", "clock", "resumed", "seconds", "stage_seconds")
+
+
+def _untimed(obj):
+    if isinstance(obj, dict):
+        kept = {k: v for k, v in obj.items() if k not in _TIMED and not k.endswith("_seconds")}
+        return {k: _untimed(v) for k, v in kept.items()}
+    if isinstance(obj, list):
+        return [_untimed(v) for v in obj]
+    return obj
+
+
+@pytest.fixture
+def after_final(toy_smoke_run, tmp_path) -> Path:
+    """A copy of the finished toy run, as if it were killed after its final stages."""
+    out = copy_run(toy_smoke_run[0], tmp_path / "run")
+    (out / "result.json").unlink()
+    return out
+
+
+def _no_final_stage(*args, **kwargs):
+    raise AssertionError("the final stage trained again although its MoE was kept")
+
+
+def test_the_kept_final_moe_is_written_with_every_stage_done(toy_smoke_run) -> None:
+    from safetensors import safe_open
+
+    with safe_open(str(toy_smoke_run[0] / FINAL_FILE), framework="pt") as f:
+        doc = json.loads(f.metadata()["final"])
+    # the toy has no time budget: its seed rounds never run, the references stage always
+    assert tuple(doc["done"]) == KEPT_STAGES[:2]
+
+
+def test_a_run_killed_after_its_final_stage_resumes_without_training_it(
+    toy_smoke_run, after_final, monkeypatch
+) -> None:
+    monkeypatch.setattr(SgemMethod, "final", _no_final_stage)
+    resumed = resume_experiment(after_final, progress=False)
+    assert resumed["resumed"] is True
+    assert _untimed(resumed) == _untimed(toy_smoke_run[1])
+    model, ref = after_final / "model", toy_smoke_run[0] / "model"
+    for name in ("experts.safetensors", "preprocessing.safetensors"):
+        assert (model / name).read_bytes() == (ref / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other search"])
+def test_a_damaged_or_foreign_kept_final_moe_is_trained_again(
+    toy_smoke_run, after_final, damage, caplog
+) -> None:
+    file = after_final / FINAL_FILE
+    if damage == "truncated":
+        file.write_bytes(file.read_bytes()[:-100])
+    else:  # a file kept for another search (another run's, copied in)
+        from safetensors.torch import load, save
+
+        raw = file.read_bytes()
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as f:
+            metadata = f.metadata()
+        file.write_bytes(save(load(raw), metadata={**metadata, "key": "0" * 64}))
+    with caplog.at_level(logging.WARNING, logger="sgem.run.kept_final"):
+        resumed = resume_experiment(after_final, progress=False)
+    assert "training it again" in caplog.text
+    assert _untimed(resumed) == _untimed(toy_smoke_run[1])
+
+
+def test_the_kept_moe_predicts_as_the_trained_one(toy_smoke_run, after_final) -> None:
+    import sgem
+
+    resume_experiment(after_final, progress=False)
+    x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+    got = sgem.load(after_final).predict_proba(x)
+    assert np.array_equal(got, sgem.load(toy_smoke_run[0]).predict_proba(x))
