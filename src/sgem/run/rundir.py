@@ -1,8 +1,10 @@
 """The run directory: config.yaml, store.sqlite, trace.jsonl, result.json, plots.
 
 Work is written the moment it exists (each training is committed to store.sqlite when it
-finishes, each EM iteration is appended to trace.jsonl and checkpointed), and result.json
-is written atomically, so a reader never sees half a result.
+finishes, each EM iteration is appended to trace.jsonl and checkpointed; the references
+fitted before the search and the final MoE are kept as they end, `sgem.run.kept_references`
+and `sgem.run.kept_final`), and result.json is written atomically, so a reader never sees
+half a result.
 """
 
 from __future__ import annotations
