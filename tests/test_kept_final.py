@@ -1,6 +1,7 @@
-"""The final MoE kept in the run directory (`sgem.run.kept_final`): a run interrupted after
-its final stage resumes without training it again and ends with the uninterrupted result; a
-damaged file, or one kept for another search, is never trusted."""
+"""The final MoE and the leaderboard kept in the run directory (`sgem.run.kept_final`,
+`sgem.run.kept_leaderboard`): a run interrupted after them resumes without training them
+again and ends with the uninterrupted result; a damaged file, or one kept for another search,
+is never trusted, and a final MoE trained again voids the kept leaderboard."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import numpy as np
 import pytest
 from helpers import copy_run
 
+import sgem.run.finish
 from sgem.methods.sgem import SgemMethod
 from sgem.run.kept_final import FINAL_FILE, KEPT_STAGES
+from sgem.run.kept_leaderboard import LEADERBOARD_FILE
 from sgem.run.pipeline import resume_experiment
 
 #: result.json's fields that time the run or say it was resumed (and any "*_seconds")
@@ -41,19 +44,24 @@ def _no_final_stage(*args, **kwargs):
     raise AssertionError("the final stage trained again although its MoE was kept")
 
 
+def _no_leaderboard(*args, **kwargs):
+    raise AssertionError("the leaderboard was fitted again although it was kept")
+
+
 def test_the_kept_final_moe_is_written_with_every_stage_done(toy_smoke_run) -> None:
     from safetensors import safe_open
 
     with safe_open(str(toy_smoke_run[0] / FINAL_FILE), framework="pt") as f:
-        doc = json.loads(f.metadata()["final"])
+        doc = json.loads(f.metadata()["kept"])
     # the toy has no time budget: its seed rounds never run, the references stage always
     assert tuple(doc["done"]) == KEPT_STAGES[:2]
 
 
-def test_a_run_killed_after_its_final_stage_resumes_without_training_it(
+def test_a_run_killed_after_its_leaderboard_resumes_without_training_either(
     toy_smoke_run, after_final, monkeypatch
 ) -> None:
     monkeypatch.setattr(SgemMethod, "final", _no_final_stage)
+    monkeypatch.setattr(sgem.run.finish, "compete", _no_leaderboard)
     resumed = resume_experiment(after_final, progress=False)
     assert resumed["resumed"] is True
     assert _untimed(resumed) == _untimed(toy_smoke_run[1])
@@ -78,9 +86,11 @@ def test_a_damaged_or_foreign_kept_final_moe_is_trained_again(
         with safe_open(str(file), framework="pt") as f:
             metadata = f.metadata()
         file.write_bytes(save(load(raw), metadata={**metadata, "key": "0" * 64}))
-    with caplog.at_level(logging.WARNING, logger="sgem.run.kept_final"):
+    (after_final / LEADERBOARD_FILE).write_bytes(b"kept for the final MoE before")
+    with caplog.at_level(logging.WARNING, logger="sgem.run"):
         resumed = resume_experiment(after_final, progress=False)
     assert "training it again" in caplog.text
+    assert "leaderboard is unusable" not in caplog.text  # removed, not read: never trusted
     assert _untimed(resumed) == _untimed(toy_smoke_run[1])
 
 
@@ -91,3 +101,44 @@ def test_the_kept_moe_predicts_as_the_trained_one(toy_smoke_run, after_final) ->
     x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
     got = sgem.load(after_final).predict_proba(x)
     assert np.array_equal(got, sgem.load(toy_smoke_run[0]).predict_proba(x))
+
+
+def test_a_damaged_kept_leaderboard_is_fitted_again(toy_smoke_run, after_final, caplog) -> None:
+    file = after_final / LEADERBOARD_FILE
+    file.write_bytes(file.read_bytes()[:-50])
+    with caplog.at_level(logging.WARNING, logger="sgem.run.kept_leaderboard"):
+        resumed = resume_experiment(after_final, progress=False)
+    assert "fitting it again" in caplog.text
+    assert _untimed(resumed) == _untimed(toy_smoke_run[1])
+
+
+def test_a_table_fit_resumes_to_the_same_combination_without_refitting(
+    tmp_path, monkeypatch
+) -> None:
+    import pandas as pd
+    import yaml
+    from helpers import TINY_SEARCH
+
+    import sgem
+    from sgem.cli import main
+
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
+    frame["label"] = np.where(x[:, 1] > np.where(x[:, 0] < 0, -3.0, 3.0), "p", "n")
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    search = {**TINY_SEARCH, "n_iterations": 3, "final_steps": 200}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"search": search}))
+    args = ["fit", str(tmp_path / "train.csv"), "--target", "label", "--clusters", "4"]
+    args += ["--executor", "inline"]
+    run = tmp_path / "run"
+    assert main([*args, "--out", str(run), "--config", str(tmp_path / "cfg.yaml"), "--quiet"]) == 0
+    finished = json.loads((run / "result.json").read_text())
+    assert finished["leaderboard"]["shipped"]["model"].startswith("a combination")
+    copy = copy_run(run, tmp_path / "copy")
+    (copy / "result.json").unlink()
+    monkeypatch.setattr(SgemMethod, "final", _no_final_stage)
+    monkeypatch.setattr(sgem.run.finish, "compete", _no_leaderboard)
+    assert _untimed(resume_experiment(copy, progress=False)) == _untimed(finished)
+    rows = frame.drop(columns="label").head(40)
+    assert np.array_equal(sgem.load(copy).predict_proba(rows), sgem.load(run).predict_proba(rows))

@@ -26,6 +26,7 @@ from ..train.trainer import Trainer
 from .budget import final_stage_ends, replan_final, seed_rounds_end
 from .budget_clock import BudgetClock
 from .kept_final import FINAL_FILE, KeptFinal, final_key, read_final, write_final
+from .kept_leaderboard import LEADERBOARD_FILE, forget_leaderboard
 from .runconfig import RunConfig
 from .rundir import RunDirectory
 
@@ -46,6 +47,7 @@ class FinalStages:
     protocol: FinalProtocol
     final_cut: bool
     timing: dict[str, float]
+    key: str  # what the final MoE (and the leaderboard decided on it) are kept for
 
 
 def run_final_stages(
@@ -71,7 +73,9 @@ def run_final_stages(
     `configured`: the search config before a budget's plan (what `replan_final` prices)."""
     file, key = rundir.file(FINAL_FILE), final_key(fingerprint, searched)
     kept = read_final(file, key, trainer, searched)
+    later = rundir.file(LEADERBOARD_FILE)  # decided on the final MoE: void once it changes
     if kept is None:
+        forget_leaderboard(later)
         if plan is not None:  # the final stage fitted to the time the search left
             method.config, length = replan_final(
                 plan, cfg, configured, method.config, task, space, references_done
@@ -97,6 +101,7 @@ def run_final_stages(
             final_stage_ends(plan, references_done)  # (where the seed rounds end)
     final, protocol = kept.final, kept.protocol
     if "references" not in kept.done:
+        forget_leaderboard(later)
         t_ref = time.perf_counter()
         with shown(progress), clock.timed("references"):  # warm starts scored theirs
             if not kept.final_cut:  # else no time is left to train them
@@ -117,6 +122,7 @@ def run_final_stages(
         kept.done += ("references",)
         _keep(file, key, kept, plan)
     if plan is not None and not kept.final_cut and "seed_rounds" not in kept.done:
+        forget_leaderboard(later)
         t_rounds = time.perf_counter()  # the final stage's time left: more seeds
         with shown(progress), clock.timed("seed_rounds"):
             until = seed_rounds_end(plan, task, trainer, final, protocol, references_done)
@@ -125,14 +131,18 @@ def run_final_stages(
         kept.done += ("seed_rounds",)
         _keep(file, key, kept, plan)
     assert final.search is not None
-    return FinalStages(final.search, final, protocol, kept.final_cut, _timing(kept))
+    return FinalStages(final.search, final, protocol, kept.final_cut, _timing(kept), key)
 
 
 def _keep(file, key: str, kept: KeptFinal, plan: dict | None) -> None:
-    """Write `kept` with what the plan recorded so far."""
+    """Write `kept` with what the plan recorded so far; a failure to write is a warning (a
+    resume then trains the final MoE again)."""
     if plan is not None:
         kept.plan_records = {k: plan[k] for k in _PLAN_RECORDS if k in plan}
-    write_final(file, key, kept)
+    try:
+        write_final(file, key, kept)
+    except Exception as err:  # keeping is for a resume: the run goes on without it
+        log.warning("the final MoE could not be kept for a resume (%s)", err)
 
 
 def _timing(kept: KeptFinal) -> dict[str, float]:

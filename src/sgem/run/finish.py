@@ -20,6 +20,7 @@ from ..search.sgem import SearchResult
 from ..space.arch import CellSpace
 from ..train.trainer import Trainer
 from .budget_clock import BudgetClock
+from .kept_leaderboard import LEADERBOARD_FILE, read_leaderboard, write_leaderboard
 from .run_result import (
     MODEL_DIR,
     choice_rows,
@@ -50,6 +51,7 @@ class Searched:
     timing: dict
     space: CellSpace
     planned: SearchConfig  # the search config the run ran (a budget's plan may change it)
+    key: str = ""  # what the final MoE and its leaderboard are kept for (`sgem.run.kept_final`)
 
 
 def finish_run(
@@ -69,20 +71,24 @@ def finish_run(
     protocol, seed, early_refs = searched.protocol, searched.seed, searched.early_refs
     timing, space = dict(searched.timing), searched.space
     length = protocol.length_name
-    with clock.timed("leaderboard"):  # the references; the saved model (selective routing)
-        contest = compete(
-            task,
-            trainer,
-            final,
-            seed,
-            steps=protocol.final_steps,
-            length=length,
-            epochs=protocol.final_epochs,
-            crps_samples=protocol.crps_samples,
-            refs=early_refs,
-            combination=cfg.combine,
-            forecast_budget=cfg.forecast_allowance,
-        )
+    kept = rundir.file(LEADERBOARD_FILE)  # a resumed run's, where it had decided it
+    contest = read_leaderboard(kept, searched.key, trainer, final)
+    if contest is None:
+        with clock.timed("leaderboard"):  # the references; the saved model (selective routing)
+            contest = compete(
+                task,
+                trainer,
+                final,
+                seed,
+                steps=protocol.final_steps,
+                length=length,
+                epochs=protocol.final_epochs,
+                crps_samples=protocol.crps_samples,
+                refs=early_refs,
+                combination=cfg.combine,
+                forecast_budget=cfg.forecast_allowance,
+            )
+        write_leaderboard(kept, searched.key, contest, final)
     shipped = contest.final
     with clock.timed("calibration"):  # on out-of-sample validation predictions
         calibration = calibrate_final(

@@ -349,8 +349,9 @@ def _stages(
     found, final, protocol = stages.found, stages.final, stages.protocol
     timing = {**timing, **found.timing, **stages.timing}
     searched = Searched(
-        task, trainer, found, final, protocol, seed, early_refs, timing, space, search_cfg
-    )
+        task, trainer, found, final, protocol, seed, early_refs, timing, space, search_cfg,
+        key=stages.key,
+    )  # fmt: skip
     return finish_run(cfg, rundir, clock, searched, plan, stages.final_cut, resume, executor_kind)
 
 
