@@ -32,6 +32,7 @@ SEARCH = {  # a search of some seconds: kills land in every stage
 }  # fmt: skip
 # kill i: a random moment, or just after clock stage X ends (so inside the next one)
 TARGETS = [None, "search", "final_stage", "references", "leaderboard", "calibration"]
+KEPT = ("final_stage", "leaderboard")  # stages a resume reads back once they have ended
 COMPARED = ("routing", "architectures", "region_val_losses", "test_nll", "test_accuracy",
             "n_trained", "leaderboard", "calibration")  # fmt: skip
 
@@ -76,8 +77,8 @@ def make_data(kind: str, root: Path) -> tuple[Path, list[str], dict]:
     return root / "images", ["--image-size", "8", "--clusters", "4"], cfg
 
 
-def untimed(obj: object) -> object:
-    """`obj` without its timings (keys naming seconds): wall time differs between runs."""
+def untimed(obj: object) -> object:  # wall time differs between runs
+    """`obj` without its timings (keys naming seconds)."""
     if isinstance(obj, dict):
         return {k: untimed(v) for k, v in obj.items() if "seconds" not in k}
     return [untimed(v) for v in obj] if isinstance(obj, list) else obj
@@ -103,13 +104,13 @@ def drill(fit: list[str], run: Path, kills: int, rng: np.random.Generator, span:
         if not a.killed and a.returncode != 0:
             raise RuntimeError(f"attempt {i} failed (rc {a.returncode}):\n{a.stderr}")
         rows.append({"killed": a.killed, "stage": a.stage, "seconds": round(a.seconds, 2),
-                     "clock_spent_at_end": a.spent_at_kill,  # the clock's final stage so far:
-                     "final_stage_s": clock_state(run)[1].get("final_stage", 0.0)})  # fmt: skip
+                     "clock_spent_at_end": a.spent_at_kill,  # the clock's kept stages so far:
+                     **{f"{s}_s": clock_state(run)[1].get(s, 0.0) for s in KEPT}})  # fmt: skip
         if not a.killed:
             break
-    grew = np.diff([0.0] + [r["final_stage_s"] for r in rows]) > 0  # a final stage finished
+    grew = {s: np.diff([0, *(r[f"{s}_s"] for r in rows)]) > 0 for s in KEPT}  # stage ended
     return {"attempts": rows, "kills": sum(r["killed"] for r in rows),
-            "final_stage_trained": int(grew.sum())}  # fmt: skip
+            **{f"{s}_ended": int(g.sum()) for s, g in grew.items()}}  # fmt: skip
 
 
 def one_kind(kind: str, root: Path, kills: int, seed: int) -> dict:
@@ -169,16 +170,14 @@ def main() -> None:
     summary = []
     for kind, r in runs.items():
         checks = (("identical, no budget", r), ("budget 40 s, planned down", r.get("budgeted")))
-        for check, d in checks:
-            if d is None:
-                continue
+        for check, d in [(c, d) for c, d in checks if d is not None]:
             stages = ",".join(a["stage"] for a in d["attempts"] if a["killed"])
             ok = d["identical"] if "identical" in d else d["clock_continues"] and d["within_budget"]
             seconds = round(sum(a["seconds"] for a in d["attempts"]), 1)
+            ended = {f"{s}_ended": d[f"{s}_ended"] for s in KEPT}
             summary.append({"kind": kind, "check": check, "kills": d["kills"], "ok": ok,
                             "killed_in": stages, "clock_total_s": d.get("clock_total_seconds"),
-                            "process_s": seconds,
-                            "final_stage_trained": d["final_stage_trained"]})  # fmt: skip
+                            "process_s": seconds, **ended})  # fmt: skip
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=HERE).stdout.strip()  # fmt: skip
     doc = {
@@ -189,7 +188,7 @@ def main() -> None:
         "a loading model, a clock resumed from the seconds saved before the kill, a total "
         "within budget + max(5 s, 2 %) (start-up imports and <= 1 s between the clock's last "
         "save and a kill are off the clock: process_s has them); a kill planned after the run "
-        "had finished does not land; final_stage_trained: attempts whose final stage ended",
+        "had finished does not land; *_ended: in how many attempts that stage ended",
     }  # fmt: skip
     Path(args.out).write_text(json.dumps(doc, indent=1))
     print("saved", args.out)
