@@ -31,6 +31,7 @@ from pandas.tseries.frequencies import to_offset
 
 from ..errors import SgemUserError
 from .files_tabular import _existing_file, _first_rows, read_frame
+from .series_layout import layout_hint
 from .series_times import read_times
 from .table_missing import is_missing_token
 from .tsf import read_tsf
@@ -260,7 +261,7 @@ def read_long_series(
         raise SgemUserError(
             f"{where}: columns {absent} not found; its columns are {list(frame.columns)}. Name the "
             "id, time and value columns (CLI: --id-col, --time-col, --value-col; Python: "
-            "id_col=, time_col=, value_col=)"
+            "id_col=, time_col=, value_col=)." + layout_hint(frame, time_col)
         )
     if unused := [str(c) for c in frame.columns if c not in wanted]:  # (exogenous columns)
         log.warning(

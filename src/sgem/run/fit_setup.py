@@ -111,7 +111,10 @@ def fit_config(
     }
     if kind == "tabular":
         if not target and path.suffix.lower() != ".npz":
-            raise SgemUserError("a table needs the column to predict: --target COLUMN")
+            raise SgemUserError(
+                "a table needs the column to predict: --target COLUMN (to forecast series, "
+                "give --horizon H)"
+            )
         stat = path.stat()
         table_kind, rows = table_facts(
             str(path.resolve()),
