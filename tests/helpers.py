@@ -112,3 +112,20 @@ def copy_run(run: Path, to: Path) -> Path:
     """A copy of the run directory `run` at `to`, for a test that changes it."""
     shutil.copytree(run, to)
     return to
+
+
+def two_cloud_table(root: Path) -> tuple[Path, Path]:
+    """A 600-row CSV of two clouds with a label that bends differently in each (a table whose
+    fit has a search, a final MoE and a combination to keep), and a config of a seconds-long
+    search: (train.csv, cfg.yaml) under `root`."""
+    import pandas as pd
+    import yaml
+
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
+    frame["label"] = np.where(x[:, 1] > np.where(x[:, 0] < 0, -3.0, 3.0), "p", "n")
+    frame.to_csv(root / "train.csv", index=False)
+    search = {**TINY_SEARCH, "n_iterations": 3, "final_steps": 200}
+    (root / "cfg.yaml").write_text(yaml.safe_dump({"search": search}))
+    return root / "train.csv", root / "cfg.yaml"

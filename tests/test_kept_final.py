@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import copy_run
+from helpers import copy_run, two_cloud_table
 
 import sgem.run.finish
 from sgem.methods.sgem import SgemMethod
@@ -116,23 +116,16 @@ def test_a_table_fit_resumes_to_the_same_combination_without_refitting(
     tmp_path, monkeypatch
 ) -> None:
     import pandas as pd
-    import yaml
-    from helpers import TINY_SEARCH
 
     import sgem
     from sgem.cli import main
 
-    rng = np.random.default_rng(0)
-    x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
-    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
-    frame["label"] = np.where(x[:, 1] > np.where(x[:, 0] < 0, -3.0, 3.0), "p", "n")
-    frame.to_csv(tmp_path / "train.csv", index=False)
-    search = {**TINY_SEARCH, "n_iterations": 3, "final_steps": 200}
-    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"search": search}))
-    args = ["fit", str(tmp_path / "train.csv"), "--target", "label", "--clusters", "4"]
+    csv, cfg = two_cloud_table(tmp_path)
+    frame = pd.read_csv(csv)
+    args = ["fit", str(csv), "--target", "label", "--clusters", "4"]
     args += ["--executor", "inline"]
     run = tmp_path / "run"
-    assert main([*args, "--out", str(run), "--config", str(tmp_path / "cfg.yaml"), "--quiet"]) == 0
+    assert main([*args, "--out", str(run), "--config", str(cfg), "--quiet"]) == 0
     finished = json.loads((run / "result.json").read_text())
     assert finished["leaderboard"]["shipped"]["model"].startswith("a combination")
     copy = copy_run(run, tmp_path / "copy")

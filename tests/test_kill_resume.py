@@ -14,8 +14,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from helpers import TINY_SEARCH
+from helpers import two_cloud_table
 
 import sgem
 from sgem.atomic import recover_dir, replace_dir, write_atomic
@@ -33,13 +32,7 @@ COMPARED = ("routing", "architectures", "region_val_losses", "test_nll", "test_a
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     root = tmp_path_factory.mktemp("kill")
-    rng = np.random.default_rng(0)
-    x = np.r_[rng.normal(-3, 1, (300, 2)), rng.normal(3, 1, (300, 2))]
-    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})
-    frame["label"] = np.where(x[:, 1] > np.where(x[:, 0] < 0, -3.0, 3.0), "p", "n")
-    frame.to_csv(root / "train.csv", index=False)
-    search = {**TINY_SEARCH, "n_iterations": 3, "final_steps": 200}
-    (root / "cfg.yaml").write_text(yaml.safe_dump({"search": search}))
+    two_cloud_table(root)
     return root
 
 

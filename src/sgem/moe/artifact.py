@@ -97,11 +97,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _json_safe(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
+    """`obj` with numpy scalars and arrays as JSON's numbers and lists (keys as text)."""
     if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):
@@ -182,7 +183,7 @@ def save_model(
     if members is not None:
         save_numpy({k: np.ascontiguousarray(v) for k, v in members.items()}, str(tmp / MEMBERS))
         doc["files"][MEMBERS] = _sha256(tmp / MEMBERS)
-    (tmp / MODEL_JSON).write_text(json.dumps(_json_safe(doc), indent=1, allow_nan=False))
+    (tmp / MODEL_JSON).write_text(json.dumps(json_safe(doc), indent=1, allow_nan=False))
     return replace_dir(tmp, path)  # every file fsynced, then renamed into place
 
 
@@ -433,6 +434,7 @@ def save_learnable_moe(
 __all__ = [
     "FORMAT_VERSION",
     "ModelSpec",
+    "json_safe",
     "load_parts",
     "read_model_json",
     "save_final_moe",

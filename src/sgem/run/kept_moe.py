@@ -11,7 +11,6 @@ import dataclasses
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -19,6 +18,7 @@ import torch
 from ..atomic import write_atomic
 from ..final.moe_fit import MoEReport
 from ..methods.result import MethodResult
+from ..moe.artifact import json_safe
 from ..moe.averaged import AveragedExpert, n_networks
 from ..moe.cluster_gated import ClusterGatedMoE
 from ..search.sgem import SearchResult
@@ -53,7 +53,7 @@ def write_kept(path: Path, key: str, doc: dict, tensors: dict[str, torch.Tensor]
     """`doc` (JSON) and `tensors` as one safetensors file, `key` in its metadata; atomic."""
     from safetensors.torch import save
 
-    metadata = {"kept": json.dumps(plain(doc)), "key": key}
+    metadata = {"kept": json.dumps(json_safe(doc)), "key": key}
     write_atomic(path, save(tensors, metadata=metadata))
 
 
@@ -168,17 +168,4 @@ def _report(doc: dict, tensors: dict) -> MoEReport:
     return MoEReport(**doc, output=tensors.get("report.output"), val_outputs=val_outputs)
 
 
-def plain(obj: Any) -> Any:
-    """`obj` with numpy scalars and arrays as JSON's numbers and lists."""
-    if isinstance(obj, dict):
-        return {str(k): plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [plain(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return obj
-
-
-__all__ = ["decode_result", "encode_result", "plain", "read_kept", "write_kept"]
+__all__ = ["decode_result", "encode_result", "read_kept", "write_kept"]
