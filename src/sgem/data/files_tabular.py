@@ -26,6 +26,13 @@ import pandas as pd
 from ..errors import SgemUserError
 from .csv_dialect import read_csv
 from .npz import read_xy_npz
+from .number_formats import (
+    NUMBER_FORMAT,
+    formatted_column,
+    read_formatted,
+    read_number_formats,
+    unreadable,
+)
 from .table_columns import MAX_CATEGORIES, column_specs, read_placeholders
 from .table_contract import as_frame, is_named, note, select_columns, to_numbers
 from .table_contract import first_rows as _first_rows
@@ -180,6 +187,9 @@ def _auto_kind(y: pd.Series) -> TaskKind:
 def _encode_target(
     y: pd.Series, name: str, kind: TaskKind | None
 ) -> tuple[np.ndarray, TaskKind, list[Any] | None]:
+    if kind != "classification" and formatted_column(y) and read_formatted(y).notna().all():
+        y = read_formatted(y)  # ("$250,000": a price to regress on, not 300 classes)
+        note(f"target column {name!r}: formatted numbers read as numbers")
     if kind is None:
         kind = _auto_kind(y)
     elif kind not in ("classification", "regression"):
@@ -251,6 +261,13 @@ def numbers_of(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
     """A numeric feature column as float64, NaN where missing: its placeholder tokens, and
     ones that mean missing met at predict, read as missing as `encode_table` reads them
     (`sgem.export.feeds` builds an exported graph's inputs with it)."""
+    if spec.get(NUMBER_FORMAT) and not _is_numeric(column):  # "$1,234" as at fit
+        if bad := unreadable(column):
+            raise SgemUserError(
+                f"column {spec['name']!r} held formatted numbers in training but holds "
+                f"{bad[:3]} here; fix the column's values"
+            )
+        column = read_formatted(column)
     if spec.get("placeholders"):
         column = without_placeholders(column, spec["placeholders"])
     return _numbers(column, spec)
@@ -402,8 +419,9 @@ def read_table(
             raise SgemUserError(f"column {target!r} is the target; leave it out of features")
     if not features:
         raise SgemUserError(f"{path}: no feature columns besides the target {target!r}")
+    frame, formatted = read_number_formats(frame, features)  # "$1,234", "12%"
     frame, placeholders = read_placeholders(frame, features)
-    columns = column_specs(frame, features, placeholders)
+    columns = column_specs(frame, features, placeholders, formatted)
     left_out = [c for c in features if c not in source_columns(columns)]
     frame = with_date_parts(frame, columns)
     categorical_columns = [c["name"] for c in columns if c["kind"] == "onehot"]

@@ -5,12 +5,14 @@ cannot be features (identifiers, free text), left out with a note."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import SgemUserError
+from .number_formats import NUMBER_FORMAT
 from .table_contract import is_numeric as _is_numeric
 from .table_contract import note
 from .table_dates import date_specs
@@ -47,9 +49,13 @@ def read_placeholders(
 
 
 def column_specs(
-    frame: pd.DataFrame, features: list[str], placeholders: dict[str, list[str]]
+    frame: pd.DataFrame,
+    features: list[str],
+    placeholders: dict[str, list[str]],
+    formatted: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Each feature's spec (with its `placeholders` tokens, if any; a date column's parts,
+    """Each feature's spec (with its `placeholders` tokens, if any, and `NUMBER_FORMAT` where
+    it was read from `formatted` numbers, `sgem.data.number_formats`; a date column's parts,
     `sgem.data.table_dates`). Identifiers and free text are left out with a note; a table
     with nothing else is refused."""
     specs, left_out = [], []
@@ -64,7 +70,9 @@ def column_specs(
             left_out.append(spec)
         else:
             specs.append(
-                spec | ({"placeholders": placeholders[name]} if name in placeholders else {})
+                spec
+                | ({"placeholders": placeholders[name]} if name in placeholders else {})
+                | ({NUMBER_FORMAT: "formatted"} if name in formatted else {})
             )
     if left_out and not specs:
         raise SgemUserError(

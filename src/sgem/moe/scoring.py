@@ -177,8 +177,16 @@ def without_moe_densities(metrics: dict, combined: dict) -> dict:
 def labelled_rows(x_model: np.ndarray, cluster: np.ndarray, y: np.ndarray) -> tuple:
     """A regression's rows whose target is known (`evaluate`): a missing target is left out
     with a note, as `fit` leaves it out, not scored as an error of NaN."""
+    from ..data.number_formats import read_formatted, unreadable
     from ..data.table_contract import first_rows, note
 
+    if np.asarray(y).dtype.kind in "OUS":  # "$250,000", as a fit reads a formatted target
+        import pandas as pd
+
+        column = pd.Series(np.asarray(y).reshape(-1))
+        if bad := unreadable(column):
+            raise SgemUserError(f"evaluate: the targets hold text ({bad[:3]}); give numbers")
+        y = read_formatted(column).to_numpy()
     values = np.asarray(y, dtype=np.float64)
     known: np.ndarray = np.asarray(np.isfinite(values).reshape(len(values), -1).all(axis=1))
     if known.all():

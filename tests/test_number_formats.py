@@ -1,0 +1,98 @@
+"""Formatted numbers ("$1,234.50", "12.5%", "(300)") in a table's feature column are read as
+the numbers they show, at fit and at predict (files and DataFrames alike)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sgem.data.files import encode_table, read_table
+from sgem.data.number_formats import NUMBER_FORMAT, formatted_column, read_formatted
+from sgem.errors import SgemUserError
+
+money = st.floats(min_value=-1e9, max_value=1e9, allow_nan=False).map(lambda v: round(v, 2))
+
+
+@given(money)
+def test_currency_with_thousands_commas_reads_back(value: float) -> None:
+    sign = "-" if value < 0 else ""
+    shown = pd.Series([f"{sign}${abs(value):,.2f}", f"({abs(value):,.2f})", f"{value:.2f}%"])
+    got = read_formatted(shown).to_numpy()
+    assert got[0] == pytest.approx(value) and got[1] == pytest.approx(-abs(value))
+    assert got[2] == pytest.approx(value / 100)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["$1,200", "€ 80", "NA", None], True),  # a missing token and an empty cell
+        (["12.5%", "3%", "-"], True),
+        (["1.5", "2", "?"], False),  # plain numbers: the placeholder rules read them
+        (["high", "$5"], False),  # text
+        (["1,2345", "$1"], False),  # a comma that does not group thousands
+        (["(5", "$1"], False),  # unbalanced parentheses
+    ],
+)
+def test_which_columns_are_formatted_numbers(values, expected) -> None:
+    assert formatted_column(pd.Series(values, dtype=object)) is expected
+
+
+@pytest.fixture
+def priced(tmp_path):
+    rng = np.random.default_rng(0)
+    price = rng.uniform(100, 5000, 300)
+    frame = pd.DataFrame(
+        {
+            "price": [f"${p:,.2f}" for p in price],
+            "share": [f"{s:.1f}%" for s in rng.uniform(0, 100, 300)],
+            "label": np.where(price > 2500, "dear", "cheap"),
+        }
+    )
+    frame.loc[3, "price"] = "n/a"
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    return tmp_path / "t.csv", price
+
+
+def test_a_fit_reads_formatted_columns_as_numbers_and_predict_too(priced) -> None:
+    path, price = priced
+    data = read_table(path, target="label")
+    assert data.feature_names == ["price", "price:missing", "share"]  # (row 3's "n/a")
+    specs = {c["name"]: c for c in data.encoding["columns"]}
+    assert specs["price"][NUMBER_FORMAT] == "formatted" and specs["price"]["kind"] == "numeric"
+    assert data.x[0, 0] == pytest.approx(round(price[0], 2)) and data.x[3, 1] == 1.0
+    assert data.x[0, 2] == pytest.approx(float(pd.read_csv(path)["share"][0][:-1]) / 100)
+    raw = pd.read_csv(path).drop(columns="label").head(5)
+    from_text = encode_table(raw, data.encoding)
+    as_numbers = raw.assign(price=read_formatted(raw["price"]), share=read_formatted(raw["share"]))
+    np.testing.assert_allclose(from_text, encode_table(as_numbers, data.encoding))
+    np.testing.assert_allclose(from_text, encode_table(path, data.encoding)[:5])
+
+
+def test_predict_names_a_value_that_is_not_a_number(priced) -> None:
+    path, _ = priced
+    data = read_table(path, target="label")
+    new = pd.DataFrame({"price": ["$1,000", "about 5"], "share": ["1%", "2%"]})
+    with pytest.raises(SgemUserError, match=r"'price' held formatted numbers.*about 5"):
+        encode_table(new, data.encoding)
+
+
+def test_a_formatted_target_is_a_regression_on_its_numbers(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    area = rng.uniform(50, 300, 200)
+    frame = pd.DataFrame({"area": area, "price": [f"${1000 * a:,.0f}" for a in area]})
+    frame.to_csv(tmp_path / "houses.csv", index=False)
+    data = read_table(tmp_path / "houses.csv", target="price")
+    assert data.task_kind == "regression" and data.y[0] == pytest.approx(round(1000 * area[0]))
+
+
+def test_evaluate_reads_formatted_targets_and_names_text() -> None:
+    from sgem.moe.scoring import labelled_rows
+
+    x, cluster = np.zeros((3, 1)), np.zeros(3, dtype=int)
+    _, _, y = labelled_rows(x, cluster, np.array(["$1,000", "$2", "NA"], dtype=object))
+    np.testing.assert_array_equal(y, [1000.0, 2.0])
+    with pytest.raises(SgemUserError, match="hold text"):
+        labelled_rows(x, cluster, np.array(["$1", "lots", "$3"], dtype=object))
