@@ -96,3 +96,18 @@ def test_evaluate_reads_formatted_targets_and_names_text() -> None:
     np.testing.assert_array_equal(y, [1000.0, 2.0])
     with pytest.raises(SgemUserError, match="hold text"):
         labelled_rows(x, cluster, np.array(["$1", "lots", "$3"], dtype=object))
+
+
+def test_a_series_file_of_formatted_values_reads_them(tmp_path) -> None:
+    from sgem.data.files import read_long_series
+
+    frame = pd.DataFrame(
+        {
+            "unique_id": ["a"] * 4,
+            "ds": pd.date_range("2020-01-01", periods=4, freq="MS").astype(str),
+            "y": ["$1,200.50", "$1,300", "", "$900"],
+        }
+    )
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    values = read_long_series(tmp_path / "s.csv").series["a"]
+    np.testing.assert_array_equal(values, [1200.5, 1300.0, np.nan, 900.0])

@@ -31,6 +31,7 @@ from pandas.tseries.frequencies import to_offset
 
 from ..errors import SgemUserError
 from .files_tabular import _existing_file, _first_rows, read_frame
+from .number_formats import formatted_column, read_formatted
 from .series_layout import layout_hint
 from .series_times import read_times
 from .table_missing import is_missing_token
@@ -122,7 +123,11 @@ def _from_tsf(path: Path) -> SeriesData:
 def _values(column: pd.Series, name: str) -> np.ndarray:
     """The value column as numbers: a token that means "missing" by itself (FRED's ".",
     "NA", "null", "-"; `is_missing_token`, as a table's numeric columns read them) is a
-    missing value, said once; any other text is refused, naming its rows."""
+    missing value, said once; numbers written for people ("$1,234", "12 %") are read as the
+    numbers they show (`sgem.data.number_formats`); any other text is refused, naming its rows."""
+    if formatted_column(column):
+        log.info("value column %r: formatted numbers read as numbers", name)
+        column = read_formatted(column)
     numbers = pd.to_numeric(column, errors="coerce")
     text = numbers.isna().to_numpy() & column.notna().to_numpy()
     words = column[text].astype(str).str.strip()
