@@ -30,10 +30,11 @@ import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
 from ..errors import SgemUserError
-from .files_tabular import _existing_file, _first_rows, read_frame
+from .files_tabular import _existing_file, read_frame
 from .number_formats import formatted_column, read_formatted
 from .series_layout import layout_hint
 from .series_times import read_times
+from .table_contract import first_rows as _first_rows
 from .table_missing import is_missing_token
 from .tsf import read_tsf
 

@@ -28,14 +28,12 @@ from .csv_dialect import read_csv
 from .npz import read_xy_npz
 from .number_formats import (
     NUMBER_FORMAT,
-    formatted_column,
     read_formatted,
     read_number_formats,
     unreadable,
 )
 from .table_columns import MAX_CATEGORIES, column_specs, read_placeholders
 from .table_contract import as_frame, is_named, note, select_columns, to_numbers
-from .table_contract import first_rows as _first_rows
 from .table_contract import is_numeric as _is_numeric
 from .table_dates import source_columns, with_date_parts
 from .table_missing import (
@@ -52,14 +50,8 @@ from .table_missing import (
     without_placeholders,
 )
 from .table_reuse import parse_once
+from .table_target import MAX_AUTO_CLASSES, TaskKind, encode_target
 
-TaskKind = Literal["classification", "regression"]
-
-#: a numeric target is read as classes when it is integer-valued with at most this many
-#: distinct values ...
-MAX_AUTO_CLASSES = 20
-#: ... and at most this fraction of the rows (or 2 distinct values, whatever the row count)
-MAX_AUTO_CLASS_FRACTION = 0.05
 #: the version tag written into every encoding
 ENCODING_FORMAT = "sgem.table/1"
 
@@ -163,63 +155,6 @@ def read_frame(
         raise SgemUserError(f"{path} has no data rows (columns: {list(frame.columns)})")
     frame.columns = [str(c) for c in frame.columns]
     return frame
-
-
-def _scalar(value: Any) -> Any:
-    """A numpy / pandas scalar as the plain Python value JSON writes."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-# -- the target ---------------------------------------------------------------------------------
-
-
-def _auto_kind(y: pd.Series) -> TaskKind:
-    if not _is_numeric(y):
-        return "classification"
-    values = y.to_numpy(dtype=np.float64)
-    if not np.all(np.isfinite(values)) or not np.all(values == np.round(values)):
-        return "regression"
-    n_distinct = len(np.unique(values))
-    limit = min(MAX_AUTO_CLASSES, max(2, MAX_AUTO_CLASS_FRACTION * len(values)))
-    return "classification" if n_distinct <= limit else "regression"
-
-
-def _encode_target(
-    y: pd.Series, name: str, kind: TaskKind | None
-) -> tuple[np.ndarray, TaskKind, list[Any] | None]:
-    if kind != "classification" and formatted_column(y) and read_formatted(y).notna().all():
-        y = read_formatted(y)  # ("$250,000": a price to regress on, not 300 classes)
-        note(f"target column {name!r}: formatted numbers read as numbers")
-    if kind is None:
-        kind = _auto_kind(y)
-    elif kind not in ("classification", "regression"):
-        raise SgemUserError(f"kind={kind!r}: expected 'classification', 'regression' or None")
-    if kind == "regression":
-        if not _is_numeric(y):
-            raise SgemUserError(
-                f"target column {name!r} is not numeric (e.g. {y.iloc[0]!r}), so it cannot be a "
-                "regression target; use kind='classification' or convert it to numbers"
-            )
-        values = y.to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            raise SgemUserError(
-                f"target column {name!r} has {int(bad.sum())} infinite values (rows "
-                f"{_first_rows(bad)}); drop or fix those rows"
-            )
-        # float64: a float32 target loses its digits where its level dwarfs its spread
-        # (y near 1.2e8 is rounded to multiples of 8); it is standardised in float64 later
-        return values, "regression", None
-    if _is_numeric(y) or pd.api.types.is_bool_dtype(y):
-        classes, codes = np.unique(y.to_numpy(), return_inverse=True)
-    else:
-        classes, codes = np.unique(y.astype(str).to_numpy(), return_inverse=True)
-    if len(classes) < 2:
-        raise SgemUserError(
-            f"target column {name!r} has a single class ({_scalar(classes[0])!r}); a classifier "
-            "needs at least two: check the target column, or the rows the file holds"
-        )
-    return codes.astype(np.int64), "classification", [_scalar(c) for c in classes]
 
 
 # -- the features -------------------------------------------------------------------------------
@@ -433,7 +368,7 @@ def read_table(
     if categorical not in ("onehot", "refuse"):
         raise SgemUserError(f"categorical={categorical!r}: expected 'onehot' or 'refuse'")
     frame = drop_missing_target(frame, target, missing)
-    y, task_kind, classes = _encode_target(frame[target], target, kind)
+    y, task_kind, classes = encode_target(frame[target], target, kind)
     if missing == "impute":
         rows = np.arange(len(frame)) if learn_rows is None else np.asarray(learn_rows(len(frame)))
         learn_imputation(frame, columns, rows)
