@@ -18,6 +18,7 @@ from sgem.cli import main
 from sgem.errors import SgemUserError
 from sgem.run.budget import final_units, parse_duration, plan_search
 from sgem.run.fit_setup import fit_config, infer_kind
+from sgem.run.pipeline import resume_experiment
 from sgem.search import SearchConfig
 
 #: a seconds-long search (the same keys as configs/toy-smoke.yaml)
@@ -411,6 +412,26 @@ def test_experts_auto_picks_k_on_the_holdout(table, tmp_path) -> None:
     ).is_file()
     with pytest.raises(SgemUserError, match="'auto'"):
         sgem.fit(table, target="label", n_experts="many", out=tmp_path / "x", progress=False)
+    # interrupted in K = 4's final stages: the same fit again continues it, as uninterrupted
+    (out / "experts-4" / "result.json").unlink()
+    (out / "result.json").unlink()
+    trained = _completed(out / "experts-4" / "store.sqlite")
+    with pytest.raises(SgemUserError, match=r"choice of K .*the same `sgem fit` command again"):
+        resume_experiment(out, progress=False)
+    again = sgem.fit(table, target="label", n_experts="auto", out=out, progress=False, config=TINY)
+    assert _completed(out / "experts-4" / "store.sqlite") == trained  # none trained twice
+    assert again.result["experts_auto"]["chosen"] == report["chosen"]
+    untimed = [{k: v for k, v in r.items() if "seconds" not in k} for r in report["candidates"]]
+    got = again.result["experts_auto"]["candidates"]
+    assert [{k: v for k, v in r.items() if "seconds" not in k} for r in got] == untimed
+
+
+def _completed(store: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        query = "SELECT COUNT(*) FROM observations WHERE status = 'complete'"
+        return db.execute(query).fetchone()[0]
 
 
 def test_budget_plan_shortens_candidates_when_even_the_smallest_search_is_too_long() -> None:

@@ -99,7 +99,12 @@ def _fit(args: argparse.Namespace) -> int:
             started=args.started,
         )
     except KeyboardInterrupt:
-        print(f"\nsgem: interrupted; continue with:\n    sgem resume {out}", file=sys.stderr)
+        loop = args.experts == "auto" or any(Path(out).glob("experts-*"))
+        again = "the same `sgem fit` command again (finished K runs are reused)"
+        print(
+            f"\nsgem: interrupted; continue with:\n    {again if loop else f'sgem resume {out}'}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     if result.get("reused"):  # (the same data and config: nothing was trained)
         print(f"(the finished fit already in {out} is shown; give another --out to fit again)")

@@ -56,7 +56,6 @@ def fit_auto_experts(
     from ..atomic import replace_dir, write_atomic
     from .budget import parse_duration
     from .early_references import shared_table_references
-    from .pipeline import run_config
     from .rundir import HOLDOUT_NLL, RunDirectory
 
     out = Path(out)
@@ -81,12 +80,12 @@ def fit_auto_experts(
             rundir = out if grow and i == 0 else out / f"experts-{k}"
             try:
                 run = fit_config(data, n_experts=k, time_budget=budget, **options)
-                result = run_config(run, rundir, **(execution or {}), started=begun)
+                result = _run_k(run, rundir, execution or {}, begun)
             except SgemUserError as exc:
                 if not report:
                     raise
-                if rundir != out and not (rundir / "result.json").exists():
-                    shutil.rmtree(rundir, ignore_errors=True)  # refused: nothing of it is kept
+                if rundir != out:  # refused before it trained: nothing of it is kept
+                    RunDirectory(rundir).release_unstarted()
                 stop = f"K={k} did not fit the {budget or 0:.0f} s left ({exc})"
                 break
             val_loss = _validation_loss(result)
@@ -217,6 +216,26 @@ def _chosen(report: list[dict], key: str, rows: list[np.ndarray | None] | None =
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _run_k(run: dict, rundir: Path, execution: dict, begun: float) -> dict:
+    """One K's run: continued where `rundir` holds this K's run interrupted (the same
+    config but for the time budget, which a K after the first gets from what is left: it
+    keeps the one it started with, its clock continues), reused where it finished, else
+    started. Why: an interrupted choice of K is continued by running the same `sgem fit`
+    again; each K's run used to be refused as another run there, and dropped with its
+    finished trainings."""
+    from .pipeline import resume_experiment, run_config
+    from .rundir import CONFIG, STORE, RunDirectory
+
+    here = RunDirectory(rundir)
+    if here.file(CONFIG).exists() and here.file(STORE).exists():
+        kept = here.read_config().get("run", {})
+        if {**kept, "time_budget": None} == {**run, "time_budget": None}:
+            if here.is_complete:
+                return here.read_result() | {"reused": True}
+            return resume_experiment(rundir, **execution)
+    return run_config(run, rundir, **execution, started=begun)
 
 
 def _why_not_grow(report: list[dict], left: float | None, k: int) -> str | None:

@@ -201,7 +201,15 @@ class RunDirectory:
         if not self.path.is_dir():
             raise RunDirectoryError(f"{self.path} does not exist or is not a directory")
         if not self.file(CONFIG).exists():
-            raise RunDirectoryError(f"{self.path} holds no sgem run ({CONFIG} missing)")
+            loop = sorted(p.name for p in self.path.glob("experts-*") if p.is_dir())
+            hint = (
+                f"; it holds a choice of K ({', '.join(loop)}): continue it by running the "
+                "same `sgem fit` command again (finished K runs are reused, an interrupted "
+                "one continues)"
+                if loop
+                else ""
+            )
+            raise RunDirectoryError(f"{self.path} holds no sgem run ({CONFIG} missing){hint}")
         trace = self.file(TRACE)
         if not self.file(STORE).exists() and trace.exists() and trace.stat().st_size > 0:
             raise RunDirectoryError(
