@@ -6,6 +6,7 @@ Heavy imports happen inside the commands, so `sgem --help` starts fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,23 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _continue(args: argparse.Namespace, out: str) -> str:
+    """How an interrupted `sgem fit` into `out` continues: `sgem resume`, or for a fit
+    that chooses K (`--experts auto`, a budgeted table fit growing K: one run per K) the
+    same command again, which reuses each K's finished run and resumes the interrupted one."""
+    import yaml
+
+    from ..run.experts_choice import grows_experts
+    from ..run.rundir import CONFIG
+
+    loop = args.experts == "auto" or any(Path(out).glob("experts-*"))
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+        loop = loop or grows_experts(yaml.safe_load((Path(out) / CONFIG).read_text())["run"])
+    if loop:
+        return "the same `sgem fit` command again (finished K runs are reused)"
+    return f"sgem resume {out}"
+
+
 def _fit(args: argparse.Namespace) -> int:
     from ..run.fitting import fit_and_save
     from ..run.pipeline import summarise
@@ -99,12 +117,7 @@ def _fit(args: argparse.Namespace) -> int:
             started=args.started,
         )
     except KeyboardInterrupt:
-        loop = args.experts == "auto" or any(Path(out).glob("experts-*"))
-        again = "the same `sgem fit` command again (finished K runs are reused)"
-        print(
-            f"\nsgem: interrupted; continue with:\n    {again if loop else f'sgem resume {out}'}",
-            file=sys.stderr,
-        )
+        print(f"\nsgem: interrupted; continue with:\n    {_continue(args, out)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if result.get("reused"):  # (the same data and config: nothing was trained)
         print(f"(the finished fit already in {out} is shown; give another --out to fit again)")
