@@ -135,3 +135,47 @@ def test_a_table_fit_resumes_to_the_same_combination_without_refitting(
     assert _untimed(resume_experiment(copy, progress=False)) == _untimed(finished)
     rows = frame.drop(columns="label").head(40)
     assert np.array_equal(sgem.load(copy).predict_proba(rows), sgem.load(run).predict_proba(rows))
+
+
+def test_a_forecaster_of_averaged_experts_resumes_to_the_same_forecasts(
+    tmp_path, monkeypatch
+) -> None:
+    """Series fits ship twins (each expert two averaged networks) and a combination with
+    classical members: both read back whole."""
+    import pandas as pd
+    import yaml
+    from helpers import TINY_SEARCH
+
+    import sgem
+    from sgem.cli import main
+
+    rng = np.random.default_rng(0)
+    dates = pd.date_range("2010-01-01", periods=80, freq="MS").astype(str)
+    frame = pd.concat(
+        pd.DataFrame(
+            {
+                "unique_id": f"s{i}",
+                "ds": dates,
+                "y": 10 + i + 3 * np.sin(np.arange(80) * np.pi / 6 + i) + rng.normal(0, 0.5, 80),
+            }
+        )
+        for i in range(12)
+    )
+    frame.to_csv(tmp_path / "s.csv", index=False)
+    search = {**TINY_SEARCH, "n_experts": 2, "train": {"steps": 20, "batch_size": 32},
+              "final_steps": 60, "champion_cells": 0, "final_check_archs": 1,
+              "finalist_champions": False}  # fmt: skip
+    cfg = {"search": search, "task": {"n_windows": 200, "n_clusters": 4}, "crps_samples": 10,
+           "space": {"channels": 4, "n_nodes": 2}}  # fmt: skip
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    run = tmp_path / "run"
+    args = ["fit", str(tmp_path / "s.csv"), "--horizon", "6", "--executor", "inline"]
+    assert main([*args, "--config", str(tmp_path / "cfg.yaml"), "--out", str(run), "--quiet"]) == 0
+    finished = json.loads((run / "result.json").read_text())
+    assert all("twin" in expert for expert in finished["final_length"])
+    copy = copy_run(run, tmp_path / "copy")
+    (copy / "result.json").unlink()
+    monkeypatch.setattr(SgemMethod, "final", _no_final_stage)
+    monkeypatch.setattr(sgem.run.finish, "compete", _no_leaderboard)
+    assert _untimed(resume_experiment(copy, progress=False)) == _untimed(finished)
+    assert sgem.load(copy).predict(frame).equals(sgem.load(run).predict(frame))
