@@ -40,6 +40,27 @@ def after_final(toy_smoke_run, tmp_path) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def table_run(tmp_path_factory) -> tuple[Path, Path, dict]:
+    """A finished `sgem fit` of a small table saved as a combination (seconds): (its run,
+    its CSV, its result)."""
+    from sgem.cli import main
+
+    root = tmp_path_factory.mktemp("kept")
+    csv, cfg = two_cloud_table(root)
+    args = ["fit", str(csv), "--target", "label", "--clusters", "4", "--executor", "inline"]
+    run = root / "run"
+    assert main([*args, "--out", str(run), "--config", str(cfg), "--quiet"]) == 0
+    return run, csv, json.loads((run / "result.json").read_text())
+
+
+def _interrupted(run: Path, to: Path) -> Path:
+    """A copy of finished `run` as if it were killed after its leaderboard."""
+    out = copy_run(run, to)
+    (out / "result.json").unlink()
+    return out
+
+
 def _no_final_stage(*args, **kwargs):
     raise AssertionError("the final stage trained again although its MoE was kept")
 
@@ -72,8 +93,9 @@ def test_a_run_killed_after_its_leaderboard_resumes_without_training_either(
 
 @pytest.mark.parametrize("damage", ["truncated", "other search"])
 def test_a_damaged_or_foreign_kept_final_moe_is_trained_again(
-    toy_smoke_run, after_final, damage, caplog
+    table_run, tmp_path, damage, caplog
 ) -> None:
+    after_final = _interrupted(table_run[0], tmp_path / "run")
     file = after_final / FINAL_FILE
     if damage == "truncated":
         file.write_bytes(file.read_bytes()[:-100])
@@ -91,7 +113,7 @@ def test_a_damaged_or_foreign_kept_final_moe_is_trained_again(
         resumed = resume_experiment(after_final, progress=False)
     assert "training it again" in caplog.text
     assert "leaderboard is unusable" not in caplog.text  # removed, not read: never trusted
-    assert _untimed(resumed) == _untimed(toy_smoke_run[1])
+    assert _untimed(resumed) == _untimed(table_run[2])
 
 
 def test_the_kept_moe_predicts_as_the_trained_one(toy_smoke_run, after_final) -> None:
@@ -103,37 +125,30 @@ def test_the_kept_moe_predicts_as_the_trained_one(toy_smoke_run, after_final) ->
     assert np.array_equal(got, sgem.load(toy_smoke_run[0]).predict_proba(x))
 
 
-def test_a_damaged_kept_leaderboard_is_fitted_again(toy_smoke_run, after_final, caplog) -> None:
+def test_a_damaged_kept_leaderboard_is_fitted_again(table_run, tmp_path, caplog) -> None:
+    after_final = _interrupted(table_run[0], tmp_path / "run")
     file = after_final / LEADERBOARD_FILE
     file.write_bytes(file.read_bytes()[:-50])
     with caplog.at_level(logging.WARNING, logger="sgem.run.kept_leaderboard"):
         resumed = resume_experiment(after_final, progress=False)
     assert "fitting it again" in caplog.text
-    assert _untimed(resumed) == _untimed(toy_smoke_run[1])
+    assert _untimed(resumed) == _untimed(table_run[2])
 
 
 def test_a_table_fit_resumes_to_the_same_combination_without_refitting(
-    tmp_path, monkeypatch
+    table_run, tmp_path, monkeypatch
 ) -> None:
     import pandas as pd
 
     import sgem
-    from sgem.cli import main
 
-    csv, cfg = two_cloud_table(tmp_path)
-    frame = pd.read_csv(csv)
-    args = ["fit", str(csv), "--target", "label", "--clusters", "4"]
-    args += ["--executor", "inline"]
-    run = tmp_path / "run"
-    assert main([*args, "--out", str(run), "--config", str(cfg), "--quiet"]) == 0
-    finished = json.loads((run / "result.json").read_text())
+    run, csv, finished = table_run
     assert finished["leaderboard"]["shipped"]["model"].startswith("a combination")
-    copy = copy_run(run, tmp_path / "copy")
-    (copy / "result.json").unlink()
+    copy = _interrupted(run, tmp_path / "copy")
     monkeypatch.setattr(SgemMethod, "final", _no_final_stage)
     monkeypatch.setattr(sgem.run.finish, "compete", _no_leaderboard)
     assert _untimed(resume_experiment(copy, progress=False)) == _untimed(finished)
-    rows = frame.drop(columns="label").head(40)
+    rows = pd.read_csv(csv).drop(columns="label").head(40)
     assert np.array_equal(sgem.load(copy).predict_proba(rows), sgem.load(run).predict_proba(rows))
 
 
