@@ -31,7 +31,7 @@ from pandas.tseries.frequencies import to_offset
 
 from ..errors import SgemUserError
 from .files_tabular import _existing_file, read_frame
-from .number_formats import formatted_column, read_formatted
+from .number_formats import formatted_numbers
 from .series_layout import layout_hint
 from .series_times import read_times
 from .table_contract import first_rows as _first_rows
@@ -126,9 +126,9 @@ def _values(column: pd.Series, name: str) -> np.ndarray:
     "NA", "null", "-"; `is_missing_token`, as a table's numeric columns read them) is a
     missing value, said once; numbers written for people ("$1,234", "12 %") are read as the
     numbers they show (`sgem.data.number_formats`); any other text is refused, naming its rows."""
-    if formatted_column(column):
+    if (formatted := formatted_numbers(column)) is not None:
         log.info("value column %r: formatted numbers read as numbers", name)
-        column = read_formatted(column)
+        column = formatted
     numbers = pd.to_numeric(column, errors="coerce")
     text = numbers.isna().to_numpy() & column.notna().to_numpy()
     words = column[text].astype(str).str.strip()

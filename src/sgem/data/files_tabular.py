@@ -197,12 +197,13 @@ def numbers_of(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
     ones that mean missing met at predict, read as missing as `encode_table` reads them
     (`sgem.export.feeds` builds an exported graph's inputs with it)."""
     if spec.get(NUMBER_FORMAT) and not _is_numeric(column):  # "$1,234" as at fit
-        if bad := unreadable(column):
+        numbers = read_formatted(column)
+        if bad := unreadable(column, numbers):
             raise SgemUserError(
                 f"column {spec['name']!r} held formatted numbers in training but holds "
                 f"{bad[:3]} here; fix the column's values"
             )
-        column = read_formatted(column)
+        column = numbers
     if spec.get("placeholders"):
         column = without_placeholders(column, spec["placeholders"])
     return _numbers(column, spec)

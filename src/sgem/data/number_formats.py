@@ -32,17 +32,23 @@ FORMATTED = re.compile(
 _MARKS = re.compile(rf"[{CURRENCY}%,()]")
 
 
-def formatted_column(column: pd.Series) -> bool:
-    """Whether `column` is text whose every value that does not mean missing is a formatted
-    number, at least one with a mark of formatting (a currency sign, %, a thousands comma or
-    parentheses)."""
+def formatted_numbers(column: pd.Series) -> pd.Series | None:
+    """`column` as the numbers it shows (`read_formatted`) where it is text whose every value
+    that does not mean missing is a formatted number, at least one with a mark of formatting
+    (a currency sign, %, a thousands comma or parentheses); else None."""
     if column.dtype != object and not pd.api.types.is_string_dtype(column):
-        return False
+        return None
+    numbers = read_formatted(column)
+    if unreadable(column, numbers):
+        return None
     words = column.dropna().astype(str).str.strip()
     words = words[~words.map(is_missing_token)]
-    if not len(words):
-        return False
-    return bool(words.map(_parse).notna().all() and words.str.contains(_MARKS).any())
+    return numbers if len(words) and words.str.contains(_MARKS).any() else None
+
+
+def formatted_column(column: pd.Series) -> bool:
+    """Whether `column` holds formatted numbers (`formatted_numbers`)."""
+    return formatted_numbers(column) is not None
 
 
 def read_formatted(column: pd.Series) -> pd.Series:
@@ -60,32 +66,31 @@ def read_formatted(column: pd.Series) -> pd.Series:
 def read_number_formats(frame: pd.DataFrame, features: list[str]) -> tuple[pd.DataFrame, list[str]]:
     """`frame` with each feature column of formatted numbers (`formatted_column`) read as
     numbers, with a note; and those columns' names (their specs keep `NUMBER_FORMAT`)."""
-    found = [c for c in features if formatted_column(frame[c])]
-    if not found:
-        return frame, found
+    read = {c: v for c in features if (v := formatted_numbers(frame[c])) is not None}
+    if not read:
+        return frame, []
     frame = frame.copy()
-    for name in found:
+    for name, numbers in read.items():
         example = str(frame[name].dropna().iloc[0]).strip()
-        frame[name] = read_formatted(frame[name])
+        frame[name] = numbers
         note(
             f"column {name!r}: formatted numbers read as numbers ({example!r} as "
             f"{_parse(example):g}: currency signs and thousands commas dropped, a percentage "
             "divided by 100, parentheses negative)"
         )
-    return frame, found
+    return frame, list(read)
 
 
-def unreadable(column: pd.Series) -> list[str]:
-    """The values of `column` that are neither formatted numbers nor missing."""
-    words = column.dropna().astype(str).str.strip()
-    bad = words[words.map(_parse).isna() & ~words.map(is_missing_token)]
-    return sorted(set(bad))
+def unreadable(column: pd.Series, numbers: pd.Series | None = None) -> list[str]:
+    """The values of `column` that are neither formatted numbers nor missing (`numbers`: its
+    `read_formatted`, where the caller has it)."""
+    numbers = read_formatted(column) if numbers is None else numbers
+    words = column[numbers.isna() & column.notna()].astype(str).str.strip()
+    return sorted(set(words[~words.map(is_missing_token)]))
 
 
 def _parse(text: str) -> float:
     """The number `text` shows, or NaN where it is not a formatted number."""
-    if isinstance(text, int | float):
-        return float(text)
     m = FORMATTED.fullmatch(text)
     if m is None or bool(m.group(1)) != bool(m.group(7)) or (m.group(2) and m.group(3)):
         return np.nan
@@ -100,6 +105,7 @@ __all__ = [
     "FORMATTED",
     "NUMBER_FORMAT",
     "formatted_column",
+    "formatted_numbers",
     "read_formatted",
     "read_number_formats",
     "unreadable",

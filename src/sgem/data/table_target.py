@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SgemUserError
-from .number_formats import formatted_column, read_formatted
+from .number_formats import formatted_numbers
 from .table_contract import first_rows as _first_rows
 from .table_contract import is_numeric as _is_numeric
 from .table_contract import note
@@ -49,8 +49,9 @@ def encode_target(
 ) -> tuple[np.ndarray, TaskKind, list[Any] | None]:
     """(the target as class codes or float64 values, its kind, its classes or None): `kind`
     as given, or decided from the values (None)."""
-    if kind != "classification" and formatted_column(y) and read_formatted(y).notna().all():
-        y = read_formatted(y)  # ("$250,000": a price to regress on, not 300 classes)
+    numbers = None if kind == "classification" else formatted_numbers(y)
+    if numbers is not None and numbers.notna().all():
+        y = numbers  # ("$250,000": a price to regress on, not 300 classes)
         note(f"target column {name!r}: formatted numbers read as numbers")
     if kind is None:
         kind = _auto_kind(y)

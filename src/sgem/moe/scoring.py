@@ -184,9 +184,10 @@ def labelled_rows(x_model: np.ndarray, cluster: np.ndarray, y: np.ndarray) -> tu
         import pandas as pd
 
         column = pd.Series(np.asarray(y).reshape(-1))
-        if bad := unreadable(column):
+        numbers = read_formatted(column)
+        if bad := unreadable(column, numbers):
             raise SgemUserError(f"evaluate: the targets hold text ({bad[:3]}); give numbers")
-        y = read_formatted(column).to_numpy()
+        y = numbers.to_numpy()
     values = np.asarray(y, dtype=np.float64)
     known: np.ndarray = np.asarray(np.isfinite(values).reshape(len(values), -1).all(axis=1))
     if known.all():

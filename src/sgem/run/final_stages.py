@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..data.task import ClusteredTask
@@ -38,12 +39,11 @@ _PLAN_RECORDS = ("final_stage_replanned", "leaderboard_networks_seconds")
 
 @dataclass(frozen=True)
 class FinalStages:
-    """What the final stages hand to the leaderboard: the final MoE and the search result of
-    the partition and cells it follows, its protocol, whether the budget's fence cut it
-    (then no reference networks nor seed rounds were trained), and their seconds."""
+    """What the final stages hand to the leaderboard: the final MoE, its protocol, whether
+    the budget's fence cut it (then no reference networks nor seed rounds were trained),
+    and their seconds."""
 
-    found: SearchResult
-    final: MethodResult
+    final: MethodResult  # its `search`: the partition and cells it follows
     protocol: FinalProtocol
     final_cut: bool
     timing: dict[str, float]
@@ -73,9 +73,9 @@ def run_final_stages(
     `configured`: the search config before a budget's plan (what `replan_final` prices)."""
     file, key = rundir.file(FINAL_FILE), final_key(fingerprint, searched)
     kept = read_final(file, key, trainer, searched)
-    later = rundir.file(LEADERBOARD_FILE)  # decided on the final MoE: void once it changes
+    if kept is None or not _all_done(kept, plan):  # a leaderboard decided on the final MoE
+        forget_leaderboard(rundir.file(LEADERBOARD_FILE))  # is void once that MoE changes
     if kept is None:
-        forget_leaderboard(later)
         if plan is not None:  # the final stage fitted to the time the search left
             method.config, length = replan_final(
                 plan, cfg, configured, method.config, task, space, references_done
@@ -101,7 +101,6 @@ def run_final_stages(
             final_stage_ends(plan, references_done)  # (where the seed rounds end)
     final, protocol = kept.final, kept.protocol
     if "references" not in kept.done:
-        forget_leaderboard(later)
         t_ref = time.perf_counter()
         with shown(progress), clock.timed("references"):  # warm starts scored theirs
             if not kept.final_cut:  # else no time is left to train them
@@ -122,7 +121,6 @@ def run_final_stages(
         kept.done += ("references",)
         _keep(file, key, kept, plan)
     if plan is not None and not kept.final_cut and "seed_rounds" not in kept.done:
-        forget_leaderboard(later)
         t_rounds = time.perf_counter()  # the final stage's time left: more seeds
         with shown(progress), clock.timed("seed_rounds"):
             until = seed_rounds_end(plan, task, trainer, final, protocol, references_done)
@@ -130,11 +128,17 @@ def run_final_stages(
         kept.seconds["seed_rounds"] = time.perf_counter() - t_rounds
         kept.done += ("seed_rounds",)
         _keep(file, key, kept, plan)
-    assert final.search is not None
-    return FinalStages(final.search, final, protocol, kept.final_cut, _timing(kept), key)
+    return FinalStages(final, protocol, kept.final_cut, _timing(kept), key)
 
 
-def _keep(file, key: str, kept: KeptFinal, plan: dict | None) -> None:
+def _all_done(kept: KeptFinal, plan: dict | None) -> bool:
+    """Whether `kept` holds every final stage this run has: the references, and under a
+    budget's plan the seed rounds, unless the fence cut the final stage."""
+    rounds = plan is None or kept.final_cut or "seed_rounds" in kept.done
+    return "references" in kept.done and rounds
+
+
+def _keep(file: Path, key: str, kept: KeptFinal, plan: dict | None) -> None:
     """Write `kept` with what the plan recorded so far; a failure to write is a warning (a
     resume then trains the final MoE again)."""
     if plan is not None:

@@ -346,7 +346,9 @@ def _stages(
                 executor.close()
     finally:
         store.close()
-    found, final, protocol = stages.found, stages.final, stages.protocol
+    final, protocol = stages.final, stages.protocol
+    assert final.search is not None
+    found = final.search  # the partition and cells of the final model
     timing = {**timing, **found.timing, **stages.timing}
     searched = Searched(
         task, trainer, found, final, protocol, seed, early_refs, timing, space, search_cfg,
