@@ -258,6 +258,14 @@ def test_a_region_frame_centres_and_scales_on_the_training_rows():
         TabularSpace(frame="local")
 
 
+def test_rbf_started_on_one_row_is_finite():
+    """A tiny table's cluster can hold one training row: its std is NaN, its start is not."""
+    rbf = RBF(2, 3)
+    rbf.data_init(torch.tensor([[1.0, 2.0]]), torch.Generator().manual_seed(0))
+    assert torch.isfinite(rbf.centres).all() and torch.isfinite(rbf.log_gamma).all()
+    np.testing.assert_allclose(rbf.centres.detach().numpy(), [[1.0, 2.0]] * 3)
+
+
 def test_rbf_output_in_unit_interval_and_one_at_the_centre():
     torch.manual_seed(0)
     rbf = RBF(2, 3)

@@ -44,7 +44,9 @@ class RBF(nn.Module):
             # drawn on the generator's (CPU) device: the same centres wherever x lives
             noise = torch.randn(self.centres.shape, generator=generator, dtype=x.dtype)
             noise = noise.to(x.device)
-            self.centres.copy_(x.mean(0) + 0.1 * x.std(0) * noise)
+            # (one row - a cluster of a tiny table: no spread, not the NaN of its std)
+            spread = x.std(0) if len(x) > 1 else torch.zeros_like(x[0])
+            self.centres.copy_(x.mean(0) + 0.1 * spread * noise)
             d2 = squared_distances(x, self.centres)
             scale = d2.median().clamp_min(1e-3)
             self.log_gamma.fill_(float(torch.log(1.0 / scale)))
