@@ -424,6 +424,22 @@ def test_experts_auto_picks_k_on_the_holdout(table, tmp_path) -> None:
     untimed = [{k: v for k, v in r.items() if "seconds" not in k} for r in report["candidates"]]
     got = again.result["experts_auto"]["candidates"]
     assert [{k: v for k, v in r.items() if "seconds" not in k} for r in got] == untimed
+    # the reused Ks count what they cost when they ran (their own clocks), not the instant
+    # of reading them: the choice's account carries over the attempts
+    assert [r["seconds"] for r in got[:2]] == [r["seconds"] for r in report["candidates"][:2]]
+    assert again.result["wall_seconds"] >= sum(r["seconds"] for r in got)
+
+
+def test_choice_of_k_counts_each_k_by_its_own_clock() -> None:
+    from sgem.run.experts_choice import _choice_seconds, _run_seconds
+
+    # a K finished in an earlier attempt (60 s on its clock) reused now in 0.2 s
+    assert _run_seconds({"clock": {"wall_seconds": 60.04}}, 0.2) == 60.0
+    assert _run_seconds({}, 0.2) == 0.2  # (no clock recorded: what was measured here)
+    report = [{"seconds": 60.0}, {"seconds": 45.0}]
+    # this attempt: 7 s in all, 5 s of them inside the two runs -> 2 s between them
+    assert _choice_seconds(report, 7.0, 5.0) == 107.0
+    assert _choice_seconds([], 0.0, 0.0) == 0.0
 
 
 def _completed(store: Path) -> int:

@@ -67,10 +67,12 @@ def fit_auto_experts(
     # each K's per-row holdout NLL, for the paired choice
     holdout_rows: list[np.ndarray | None] = []
     stop = "every candidate K ran"
+    in_runs = 0.0  # this attempt's seconds inside the Ks' runs
     with shared_table_references():  # (they do not depend on K)
         for i, k in enumerate(candidates):
             begun = started if i == 0 else time.perf_counter()
-            left = None if total is None else total - (begun - started)
+            spent = _choice_seconds(report, begun - started, in_runs)
+            left = None if total is None else total - spent
             if grow and i > 0:
                 why_not = _why_not_grow(report, left, k)
                 if why_not:
@@ -82,12 +84,14 @@ def fit_auto_experts(
                 run = fit_config(data, n_experts=k, time_budget=budget, **options)
                 result = _run_k(run, rundir, execution or {}, begun)
             except SgemUserError as exc:
+                in_runs += time.perf_counter() - begun
                 if not report:
                     raise
                 if rundir != out:  # refused before it trained: nothing of it is kept
                     RunDirectory(rundir).release_unstarted()
                 stop = f"K={k} did not fit the {budget or 0:.0f} s left ({exc})"
                 break
+            in_runs += time.perf_counter() - begun
             val_loss = _validation_loss(result)
             report.append(
                 {
@@ -97,7 +101,7 @@ def fit_auto_experts(
                     "validation_loss": val_loss,
                     "test_nll": result["test_nll"],
                     "choice_nll": result.get("choice_nll"),
-                    "seconds": round(time.perf_counter() - begun, 1),
+                    "seconds": _run_seconds(result, time.perf_counter() - begun),
                     "reused_seconds": _reused_seconds(result),
                     "budget_seconds": None if budget is None else round(budget, 1),
                 }
@@ -119,7 +123,10 @@ def fit_auto_experts(
             "why_it_stopped": stop,
         },
     }
-    result["wall_seconds"] = round(time.perf_counter() - started, 3)  # every K's run
+    # every K's run, across the attempts that ran them
+    result["wall_seconds"] = round(
+        _choice_seconds(report, time.perf_counter() - started, in_runs), 3
+    )
     if total is not None and len(report) > 1 and isinstance(result.get("time_budget"), dict):
         tried = ", ".join(str(r["n_experts"]) for r in report)
         result["time_budget"] = {
@@ -258,6 +265,22 @@ def _why_not_grow(report: list[dict], left: float | None, k: int) -> str | None:
     if left < need:
         return f"K={k} needs about {need:.0f} s, {max(left, 0.0):.0f} s were left"
     return None
+
+
+def _run_seconds(result: dict, measured: float) -> float:
+    """What a K's run cost: its own clock's seconds (a run reused or continued from an
+    earlier attempt counts what it spent there), else the seconds measured here."""
+    clocked = (result.get("clock") or {}).get("wall_seconds")
+    return round(float(clocked) if _finite(clocked) else measured, 1)
+
+
+def _choice_seconds(report: list[dict], attempt_seconds: float, in_runs: float) -> float:
+    """The seconds a choice of K has spent: its Ks' runs by their own clocks (`_run_seconds`)
+    plus this attempt's time outside them. Why not this attempt's wall clock: the same
+    `sgem fit` run again reuses the finished Ks in no time, and the Ks after them were given
+    the whole budget again (the choice overran --time-budget across attempts) and grown on
+    the reused Ks' near-zero seconds."""
+    return sum(float(r["seconds"]) for r in report) + max(attempt_seconds - in_runs, 0.0)
 
 
 def _reused_seconds(result: dict) -> float:
