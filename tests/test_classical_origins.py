@@ -83,6 +83,23 @@ def test_statsforecast_forward_is_close_to_a_refit() -> None:
     assert np.abs(forward - refit).mean() < 0.05 * np.abs(y).mean()
 
 
+def test_a_member_asked_again_about_the_same_histories_does_not_refit(monkeypatch) -> None:
+    member = ClassicalMember("SeasonalNaive")
+    fits: list[int] = []
+    serial = member._serial
+    monkeypatch.setattr(member, "_serial", lambda h, *a: (fits.append(len(h)), serial(h, *a))[1])
+    y = np.arange(30, dtype=float)
+    first, _ = member.forecast([y, y[:20]], 4, 4)
+    first[:] = -1.0  # (the caller's copy: the kept forecast is its own)
+    again, _ = member.forecast([y, y[:20]], 4, 4)
+    assert fits == [2] and again[0, 0] == 26.0
+    member.forecast([y, y[:21]], 4, 4)  # another history, horizon or season: fitted
+    member.forecast([y, y[:21]], 5, 4)
+    member.forecast([y, y[:21]], 5, 2)
+    member.forecast([y, y[:21]], 5, 2, series=[0, 0])  # rolling origins: never kept
+    assert fits == [2, 2, 2, 2, 2]
+
+
 def test_seasonal_naive_is_a_member_a_combination_can_hold() -> None:
     member = ClassicalMember("SeasonalNaive")
     assert member.cheap and not ClassicalMember("AutoTheta").cheap

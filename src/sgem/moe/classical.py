@@ -13,6 +13,7 @@ forecast of the same history, so every series gets a forecast.
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 
@@ -86,6 +87,17 @@ def require_statsforecast(name: str) -> None:
         )
 
 
+def _digest(histories: Sequence[np.ndarray], horizon: int, seasons: np.ndarray) -> bytes:
+    """What a plain forecast depends on: every history's values, the horizon, the seasons."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.asarray([horizon, len(histories), *seasons.tolist()], dtype=np.int64).tobytes())
+    for history in histories:
+        values = np.ascontiguousarray(history, dtype=np.float64)
+        h.update(np.int64(values.size).tobytes())
+        h.update(values.tobytes())
+    return h.digest()
+
+
 class ClassicalMember:
     """A statsforecast model refitted per series (`forecast`)."""
 
@@ -103,6 +115,10 @@ class ClassicalMember:
         #: process, in order (the first also pays one-off start-up costs): what a forecast of
         #: many series will take (`sgem.leaderboard.forecast_cost`)
         self.fit_seconds: list[float] = []
+        #: the last plain `forecast` (its histories' digest, horizon, seasons -> loc, scale):
+        #: a saved combination asked again about the same series (a forecast, then its
+        #: scores or other quantiles) does not refit every series again
+        self._last: tuple[bytes, tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
     def from_state(cls, state: dict) -> ClassicalMember:
@@ -178,10 +194,19 @@ class ClassicalMember:
         for i in np.flatnonzero(seasons == 0).tolist():
             h = np.asarray(histories[i], dtype=np.float64)
             seasons[i] = choose_seasons(h[np.isfinite(h)][None, :])[0]
+        plain = stop is None and series is None and not partial
+        key = _digest(histories, horizon, seasons) if plain else b""
+        if plain and self._last is not None and self._last[0] == key:
+            loc, scale = self._last[1]
+            return loc.copy(), scale.copy()
         workers = pool_workers(len(histories)) if workers is None else workers
         if workers > 1 and not self.cheap and (stop is None or isinstance(stop, Deadline)):
-            return self._probed(histories, horizon, seasons, stop, series, partial, workers)
-        return self._serial(histories, horizon, seasons, stop, series, partial)
+            found = self._probed(histories, horizon, seasons, stop, series, partial, workers)
+        else:
+            found = self._serial(histories, horizon, seasons, stop, series, partial)
+        if plain:
+            self._last = (key, (found[0].copy(), found[1].copy()))
+        return found
 
     def _probed(self, histories, horizon, seasons, stop, series, partial, workers):
         """`forecast` on `workers` processes (`sgem.moe.classical_pool`) where the first
