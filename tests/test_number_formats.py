@@ -25,6 +25,25 @@ def test_currency_with_thousands_commas_reads_back(value: float) -> None:
     assert got[2] == pytest.approx(value / 100)
 
 
+@given(money)
+def test_a_decimal_comma_with_thousands_dots_reads_back(value: float) -> None:
+    us = f"{abs(value):,.2f}"
+    eu = us.replace(",", " ").replace(".", ",").replace(" ", ".")
+    sign = "-" if value < 0 else ""
+    shown = pd.Series([f"{sign}€{eu}", f"({eu})", f"{sign}{eu.replace('.', ' ')} €"])
+    got = read_formatted(shown).to_numpy()
+    assert got[0] == pytest.approx(value) and got[1] == pytest.approx(-abs(value))
+    assert got[2] == pytest.approx(value)
+
+
+def test_a_column_of_either_style_reads_as_that_style() -> None:
+    np.testing.assert_allclose(read_formatted(pd.Series(["1,250", "$3"])), [1250.0, 3.0])
+    np.testing.assert_allclose(read_formatted(pd.Series(["1,25", "1,250"])), [1.25, 1.25])
+    # as the spec keeps it, whatever the new rows alone would suggest
+    kept = read_formatted(pd.Series(["1,250"]), "formatted-decimal-comma")
+    np.testing.assert_allclose(kept, [1.25])
+
+
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
@@ -32,7 +51,10 @@ def test_currency_with_thousands_commas_reads_back(value: float) -> None:
         (["12.5%", "3%", "-"], True),
         (["1.5", "2", "?"], False),  # plain numbers: the placeholder rules read them
         (["high", "$5"], False),  # text
-        (["1,2345", "$1"], False),  # a comma that does not group thousands
+        (["1,2345", "$1"], True),  # a comma that does not group thousands: a decimal comma
+        (["€1.234,50", "12,5 %", "1\u00a0234,5", "(3,0)"], True),  # the decimal comma's style
+        (["1,234.5", "1.234,5"], False),  # two styles in one column
+        (["1,2,3", "$1"], False),
         (["(5", "$1"], False),  # unbalanced parentheses
     ],
 )
@@ -69,6 +91,23 @@ def test_a_fit_reads_formatted_columns_as_numbers_and_predict_too(priced) -> Non
     as_numbers = raw.assign(price=read_formatted(raw["price"]), share=read_formatted(raw["share"]))
     np.testing.assert_allclose(from_text, encode_table(as_numbers, data.encoding))
     np.testing.assert_allclose(from_text, encode_table(path, data.encoding)[:5])
+
+
+def test_a_semicolon_file_of_euro_prices_reads_them_and_predict_keeps_the_style(tmp_path):
+    rng = np.random.default_rng(2)
+    price = rng.uniform(100, 5000, 200)
+    shown = [f"€{p:,.2f}".replace(",", " ").replace(".", ",").replace(" ", ".") for p in price]
+    frame = pd.DataFrame({"price": shown, "qty": rng.integers(1, 9, 200), "dear": price > 2500})
+    frame.to_csv(tmp_path / "eu.csv", sep=";", index=False)  # "€3.221,11";5;True
+    data = read_table(tmp_path / "eu.csv", target="dear")
+    specs = {c["name"]: c for c in data.encoding["columns"]}
+    assert specs["price"][NUMBER_FORMAT] == "formatted-decimal-comma"
+    np.testing.assert_allclose(data.x[:, 0], np.round(price, 2))
+    # new rows that alone would read as thousands ("€1,250": 1.25 in the training's style)
+    got = encode_table(
+        pd.DataFrame({"price": ["€1,250", "€2.000,5"], "qty": [1, 2]}), data.encoding
+    )
+    np.testing.assert_allclose(got[:, 0], [1.25, 2000.5])
 
 
 def test_predict_names_a_value_that_is_not_a_number(priced) -> None:

@@ -197,7 +197,7 @@ def numbers_of(column: pd.Series, spec: dict[str, Any]) -> np.ndarray:
     ones that mean missing met at predict, read as missing as `encode_table` reads them
     (`sgem.export.feeds` builds an exported graph's inputs with it)."""
     if spec.get(NUMBER_FORMAT) and not _is_numeric(column):  # "$1,234" as at fit
-        numbers = read_formatted(column)
+        numbers = read_formatted(column, spec[NUMBER_FORMAT])
         if bad := unreadable(column, numbers):
             raise SgemUserError(
                 f"column {spec['name']!r} held formatted numbers in training but holds "

@@ -1,11 +1,14 @@
-"""Numbers a spreadsheet wrote for people: "$1,234.50", "12.5%", "(300)", "€ 80".
+"""Numbers a spreadsheet wrote for people: "$1,234.50", "12.5%", "(300)", "€ 80", and with
+a decimal comma "€1.234,50", "12,5 %", "1 234,5".
 
 Read as they are, such a column is text: a price column of a few hundred rows became one
 category per value, and one of more rows was left out as "an identifier or free text", so
 the feature was lost without an error. A feature column whose every value (but the ones that
 mean missing) is such a number is read as the number it shows: currency signs and thousands
-commas dropped, a percentage divided by 100, an accountant's parentheses negative. Its spec
-keeps `number_format`, so predict reads new rows (files and DataFrames alike) the same way.
+commas dropped, a percentage divided by 100, an accountant's parentheses negative. A column
+that reads so with a decimal point is read so; else one that does with a decimal comma (and
+thousands dots or spaces) is read that way. Its spec keeps `number_format` (which of the two),
+so predict reads new rows (files and DataFrames alike) the same way.
 """
 
 from __future__ import annotations
@@ -18,32 +21,55 @@ import pandas as pd
 from .table_contract import note
 from .table_missing import is_missing_token
 
-#: the spec key of a feature column read this way
+#: the spec key of a feature column read this way; its value, the style (`STYLES`)
 NUMBER_FORMAT = "number_format"
 #: currency signs a number may carry before or after it
 CURRENCY = "$€£¥"
-#: a formatted number: optional parentheses, sign, currency; thousands commas (groups of
-#: three) or none; an optional decimal part; an optional percent sign
-FORMATTED = re.compile(
-    rf"^(\()?\s*([+-])?\s*[{CURRENCY}]?\s*([+-])?(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?"
-    rf"\s*[{CURRENCY}]?\s*(%)?\s*(\))?$"
-)
+
+
+def _pattern(thousands: str, decimal: str) -> re.Pattern[str]:
+    """A formatted number: optional parentheses, sign, currency; thousands separators (groups
+    of three) or none; an optional decimal part; an optional percent sign."""
+    return re.compile(
+        rf"^(\()?\s*([+-])?\s*[{CURRENCY}]?\s*([+-])?(\d{{1,3}}(?:[{thousands}]\d{{3}})+|\d+)"
+        rf"({re.escape(decimal)}\d+)?\s*[{CURRENCY}]?\s*(%)?\s*(\))?$"
+    )
+
+
+#: style -> (its pattern, its decimal mark), in the order a column is tried: "$1,234.50",
+#: then "€1.234,50" / "1 234,5" (spaces, also the non-breaking ones spreadsheets write)
+STYLES = {
+    "formatted": (_pattern(",", "."), "."),
+    "formatted-decimal-comma": (_pattern(". \u00a0\u202f", ","), ","),
+}
+FORMATTED = STYLES["formatted"][0]
 #: what shows a number was formatted (else it is a plain number, read as one already)
 _MARKS = re.compile(rf"[{CURRENCY}%,()]")
 
 
-def formatted_numbers(column: pd.Series) -> pd.Series | None:
-    """`column` as the numbers it shows (`read_formatted`) where it is text whose every value
-    that does not mean missing is a formatted number, at least one with a mark of formatting
-    (a currency sign, %, a thousands comma or parentheses); else None."""
+def number_style(column: pd.Series) -> tuple[str, pd.Series] | None:
+    """(its style, `column` as the numbers it shows) where it is text whose every value that
+    does not mean missing is a formatted number of one style (`STYLES`, the first that
+    reads them all), at least one with a mark of formatting (a currency sign, %, a comma or
+    parentheses); else None."""
     if column.dtype != object and not pd.api.types.is_string_dtype(column):
-        return None
-    numbers = read_formatted(column)
-    if unreadable(column, numbers):
         return None
     words = column.dropna().astype(str).str.strip()
     words = words[~words.map(is_missing_token)]
-    return numbers if len(words) and words.str.contains(_MARKS).any() else None
+    if not len(words) or not words.str.contains(_MARKS).any():
+        return None
+    for style in STYLES:
+        numbers = read_formatted(column, style)
+        if not unreadable(column, numbers):
+            return style, numbers
+    return None
+
+
+def formatted_numbers(column: pd.Series) -> pd.Series | None:
+    """`column` as the numbers it shows where it holds formatted numbers (`number_style`),
+    else None."""
+    found = number_style(column)
+    return None if found is None else found[1]
 
 
 def formatted_column(column: pd.Series) -> bool:
@@ -51,34 +77,45 @@ def formatted_column(column: pd.Series) -> bool:
     return formatted_numbers(column) is not None
 
 
-def read_formatted(column: pd.Series) -> pd.Series:
-    """`column` as float64 numbers (NaN where missing); a value that is neither a formatted
-    number nor missing stays NaN too, and is named by `unreadable`."""
+def read_formatted(column: pd.Series, style: str | None = None) -> pd.Series:
+    """`column` as float64 numbers (NaN where missing) in `style` (a spec's `NUMBER_FORMAT`;
+    None: the column's own, `number_style`, else "formatted"); a value that is neither a
+    formatted number nor missing stays NaN too, and is named by `unreadable`."""
+    if style is None:
+        found = number_style(column)
+        if found is not None:
+            return found[1]
+    pattern, decimal = STYLES.get(style or "formatted", STYLES["formatted"])
     words = column.astype(object).where(column.notna(), None)
     return pd.Series(
-        [np.nan if w is None else _parse(str(w).strip()) for w in words],
+        [np.nan if w is None else _parse(str(w).strip(), pattern, decimal) for w in words],
         index=column.index,
         dtype=np.float64,
         name=column.name,
     )
 
 
-def read_number_formats(frame: pd.DataFrame, features: list[str]) -> tuple[pd.DataFrame, list[str]]:
-    """`frame` with each feature column of formatted numbers (`formatted_column`) read as
-    numbers, with a note; and those columns' names (their specs keep `NUMBER_FORMAT`)."""
-    read = {c: v for c in features if (v := formatted_numbers(frame[c])) is not None}
+def read_number_formats(
+    frame: pd.DataFrame, features: list[str]
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """`frame` with each feature column of formatted numbers (`number_style`) read as
+    numbers, with a note; and those columns' styles by name (their specs keep them as
+    `NUMBER_FORMAT`)."""
+    read = {c: found for c in features if (found := number_style(frame[c])) is not None}
     if not read:
-        return frame, []
+        return frame, {}
     frame = frame.copy()
-    for name, numbers in read.items():
-        example = str(frame[name].dropna().iloc[0]).strip()
+    for name, (style, numbers) in read.items():
+        shown = frame[name].dropna()
+        example = str(shown.iloc[0]).strip()
         frame[name] = numbers
+        marks = "thousands commas" if style == "formatted" else "thousands dots, a decimal comma"
         note(
             f"column {name!r}: formatted numbers read as numbers ({example!r} as "
-            f"{_parse(example):g}: currency signs and thousands commas dropped, a percentage "
+            f"{numbers[shown.index[0]]:g}: currency signs and {marks} read, a percentage "
             "divided by 100, parentheses negative)"
         )
-    return frame, list(read)
+    return frame, {name: style for name, (style, _) in read.items()}
 
 
 def unreadable(column: pd.Series, numbers: pd.Series | None = None) -> list[str]:
@@ -89,12 +126,13 @@ def unreadable(column: pd.Series, numbers: pd.Series | None = None) -> list[str]
     return sorted(set(words[~words.map(is_missing_token)]))
 
 
-def _parse(text: str) -> float:
-    """The number `text` shows, or NaN where it is not a formatted number."""
-    m = FORMATTED.fullmatch(text)
+def _parse(text: str, pattern: re.Pattern[str], decimal: str) -> float:
+    """The number `text` shows in `pattern`'s style, or NaN where it is not one."""
+    m = pattern.fullmatch(text)
     if m is None or bool(m.group(1)) != bool(m.group(7)) or (m.group(2) and m.group(3)):
         return np.nan
-    value = float(m.group(4).replace(",", "") + (m.group(5) or ""))
+    whole = re.sub(r"\D", "", m.group(4))
+    value = float(whole + (m.group(5) or "").replace(decimal, "."))
     if m.group(6):
         value /= 100.0
     negative = (m.group(2) or m.group(3)) == "-" or bool(m.group(1))
@@ -104,8 +142,10 @@ def _parse(text: str) -> float:
 __all__ = [
     "FORMATTED",
     "NUMBER_FORMAT",
+    "STYLES",
     "formatted_column",
     "formatted_numbers",
+    "number_style",
     "read_formatted",
     "read_number_formats",
     "unreadable",

@@ -5,7 +5,7 @@ cannot be features (identifiers, free text), left out with a note."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,7 @@ def column_specs(
     frame: pd.DataFrame,
     features: list[str],
     placeholders: dict[str, list[str]],
-    formatted: Sequence[str] = (),
+    formatted: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Each feature's spec (with its `placeholders` tokens, if any, and `NUMBER_FORMAT` where
     it was read from `formatted` numbers, `sgem.data.number_formats`; a date column's parts,
@@ -72,7 +72,7 @@ def column_specs(
             specs.append(
                 spec
                 | ({"placeholders": placeholders[name]} if name in placeholders else {})
-                | ({NUMBER_FORMAT: "formatted"} if name in formatted else {})
+                | ({NUMBER_FORMAT: formatted[name]} if formatted and name in formatted else {})
             )
     if left_out and not specs:
         raise SgemUserError(
