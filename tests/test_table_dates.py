@@ -171,6 +171,22 @@ def test_many_repeated_categories_keep_the_commonest_and_identifiers_alone_are_r
         read_table_frame(only_ids)
 
 
+def test_text_unique_to_its_rows_is_left_out_however_few_rows() -> None:
+    """A column of 120 distinct names in 120 rows (fewer than the 200 categories one-hot
+    keeps) would give each row a feature of its own; 30 cities repeated over them stay."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(
+        {
+            "name": [f"customer {i}" for i in range(120)],
+            "city": [f"c{i % 30}" for i in range(120)],
+            "y": rng.normal(size=120),
+        }
+    )
+    with pytest.warns(TableWarning, match="'name' has 120 distinct text values in 120 rows"):
+        data = read_table_frame(frame)
+    assert [c["name"] for c in data.encoding["columns"]] == ["city"]
+
+
 def test_a_model_fitted_on_dates_predicts_from_dates(tmp_path) -> None:
     """Through fit, save, load and predict (the saved encoding passes the load checks)."""
     frame = _frame(400)

@@ -23,6 +23,12 @@ MAX_CATEGORIES = 200
 #: ... and one with more, whose distinct values are at least this share of its rows, is an
 #: identifier or free text: left out of the features
 IDENTIFIER_SHARE = 0.5
+#: a text column of more than this many distinct values, at least `UNIQUE_SHARE` of whose
+#: rows hold a value no other row has, is an identifier or free text too, however few rows
+#: it has: one-hot, each of its features would mark one row (a 200-row table's
+#: "€3.221,11"-style price column became 200 such features before it was read as numbers)
+MIN_FREE_TEXT_VALUES = 20
+UNIQUE_SHARE = 0.9
 #: names of row numbers and identifiers: index, id, row, "Unnamed: 0" (pandas' written
 #: index), and names ending in _id / " id" / Id / ID (PassengerId, customer_id)
 ID_NAME = re.compile(r"(?i:index|idx|id|row|row_?num(ber)?|unnamed: ?\d+|.*[_ ]id)|.*[a-z](Id|ID)")
@@ -102,7 +108,9 @@ def _column_spec(column: pd.Series, name: str) -> dict[str, Any] | str:
         return {"name": name, "kind": "bool", "dtype": dtype}
     text = column.dropna().astype(str)
     counts = text.value_counts(sort=False)
-    if len(counts) > MAX_CATEGORIES:
+    once = int((counts == 1).sum())
+    free_text = len(counts) > MIN_FREE_TEXT_VALUES and once >= UNIQUE_SHARE * len(text)
+    if len(counts) > MAX_CATEGORIES or free_text:
         if len(counts) >= IDENTIFIER_SHARE * len(text):
             return (
                 f"{name!r} has {len(counts)} distinct text values in {len(text)} rows (an "
