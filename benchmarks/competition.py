@@ -2,7 +2,8 @@
 competition's own split: fit on `*_train.csv`, forecast the next h points of every series,
 score against `*_test.csv`. `tourism` (the shared tourism_monthly.tsf) is split as its
 competition did: the last 24 months of every series are the test; `tourism_quarterly` and
-`tourism_yearly`: its series summed over whole quarters / years, the last 8 / 4 the test.
+`tourism_yearly`: its series summed over whole quarters / years, the last 8 / 4 the test;
+`macro`: statsmodels' bundled US macro series (12 quarterly, 1959-2009), the last 8 the test.
 
 Side by side in one run, per file: `sgem fit TRAIN --horizon H --season S --time-budget B`
 (the saved model: searched MoE, selective routing or combination, as the leaderboard

@@ -163,6 +163,8 @@ def competition_folder(name: str, data: Path, scratch: Path) -> Path:
     over whole quarters / calendar years (7-27 years, 30-111 quarters), their last 8 / 4
     points the test, as that competition's quarterly and yearly tracks held out (a stand-in
     for those collections: other series of the same kind, no choice in sgem made on them)."""
+    if name == "macro":
+        return _macro_folder(scratch)
     if name not in TOURISM:
         return data
     from ..data.tsf_reader import read_tsf
@@ -183,6 +185,27 @@ def competition_folder(name: str, data: Path, scratch: Path) -> Path:
     scratch.mkdir(parents=True, exist_ok=True)
     long[~last].to_csv(scratch / f"m3_{name}_train.csv", index=False)
     long[last].to_csv(scratch / f"m3_{name}_test.csv", index=False)
+    return scratch
+
+
+def _macro_folder(scratch: Path) -> Path:
+    """statsmodels' bundled US macro data (12 quarterly series, 1959-2009) in long format,
+    the last 8 quarters of each the test (2007Q4-2009Q3): public series no choice in sgem
+    was made on, whose future is a recession."""
+    import statsmodels.api as sm
+
+    d = sm.datasets.macrodata.load_pandas().data
+    ds = pd.PeriodIndex.from_fields(
+        year=d["year"].astype(int), quarter=d["quarter"].astype(int), freq="Q"
+    ).to_timestamp()
+    names = [c for c in d.columns if c not in ("year", "quarter")]
+    long = pd.concat(
+        pd.DataFrame({"unique_id": c, "ds": ds, "y": d[c].to_numpy(float)}) for c in names
+    )
+    last = long.groupby("unique_id").cumcount(ascending=False) < 8
+    scratch.mkdir(parents=True, exist_ok=True)
+    long[~last].to_csv(scratch / "m3_macro_train.csv", index=False)
+    long[last].to_csv(scratch / "m3_macro_test.csv", index=False)
     return scratch
 
 
