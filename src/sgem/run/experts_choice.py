@@ -271,7 +271,9 @@ def _run_seconds(result: dict, measured: float) -> float:
     """What a K's run cost: its own clock's seconds (a run reused or continued from an
     earlier attempt counts what it spent there), else the seconds measured here."""
     clocked = (result.get("clock") or {}).get("wall_seconds")
-    return round(float(clocked) if _finite(clocked) else measured, 1)
+    return round(
+        float(clocked) if isinstance(clocked, int | float) and _finite(clocked) else measured, 1
+    )
 
 
 def _choice_seconds(report: list[dict], attempt_seconds: float, in_runs: float) -> float:
