@@ -350,7 +350,7 @@ def plan_run(
         if on_all and references and seconds - references < smallest:
             log.warning(
                 "time budget %.0f s: after AutoETS / AutoTheta (about %.0f s) the search has "
-                "%.0f s, less than its smallest run (%.0f s): the MoE will be cut short and "
+                "%.1f s, less than its smallest run (%.1f s): the MoE will be cut short and "
                 "the saved model will lean on the classical forecasters; about %.0f s gives "
                 "the search room",
                 float(cfg.time_budget),
@@ -363,8 +363,8 @@ def plan_run(
         if seconds < smallest and members_fitted:
             log.warning(
                 "time budget %.0f s: after reading the data, fitting the scikit-learn "
-                "references and timing a candidate (%.0f s) the search has %.0f s, less than "
-                "its smallest run (%.0f s): it is cut short and the saved model leans on the "
+                "references and timing a candidate (%.0f s) the search has %.1f s, less than "
+                "its smallest run (%.1f s): it is cut short and the saved model leans on the "
                 "references; about %.0f s gives the search room",
                 budget, spent, max(seconds, 0.0), smallest, budget + smallest - seconds,
             )  # fmt: skip
