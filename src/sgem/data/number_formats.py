@@ -51,18 +51,30 @@ def number_style(column: pd.Series) -> tuple[str, pd.Series] | None:
     """(its style, `column` as the numbers it shows) where it is text whose every value that
     does not mean missing is a formatted number of one style (`STYLES`, the first that
     reads them all), at least one with a mark of formatting (a currency sign, %, a comma or
-    parentheses); else None."""
+    parentheses); else None. Each distinct value is parsed once, and a text column is
+    given up at its first value that is no number."""
     if column.dtype != object and not pd.api.types.is_string_dtype(column):
         return None
-    words = column.dropna().astype(str).str.strip()
-    words = words[~words.map(is_missing_token)]
-    if not len(words) or not words.str.contains(_MARKS).any():
+    shown = column.dropna().astype(str).str.strip()
+    distinct = [w for w in pd.unique(shown.to_numpy()) if not is_missing_token(w)]
+    if not distinct or not any(_MARKS.search(w) for w in distinct):
         return None
-    for style in STYLES:
-        numbers = read_formatted(column, style)
-        if not unreadable(column, numbers):
-            return style, numbers
+    for style, (pattern, decimal) in STYLES.items():
+        known: dict[str, float] = {}
+        for word in distinct:
+            value = _parse(word, pattern, decimal)
+            if value != value:  # (NaN: not a number of this style)
+                break
+            known[word] = value
+        else:
+            return style, _mapped(column, shown, known)
     return None
+
+
+def _mapped(column: pd.Series, shown: pd.Series, known: dict[str, float]) -> pd.Series:
+    """`column` as float64: its stripped values `shown` through `known`, NaN elsewhere."""
+    numbers = shown.map(known).astype(np.float64).reindex(column.index)
+    return numbers.rename(column.name)
 
 
 def formatted_numbers(column: pd.Series) -> pd.Series | None:
@@ -86,13 +98,9 @@ def read_formatted(column: pd.Series, style: str | None = None) -> pd.Series:
         if found is not None:
             return found[1]
     pattern, decimal = STYLES.get(style or "formatted", STYLES["formatted"])
-    words = column.astype(object).where(column.notna(), None)
-    return pd.Series(
-        [np.nan if w is None else _parse(str(w).strip(), pattern, decimal) for w in words],
-        index=column.index,
-        dtype=np.float64,
-        name=column.name,
-    )
+    shown = column.dropna().astype(str).str.strip()
+    known = {w: _parse(w, pattern, decimal) for w in pd.unique(shown.to_numpy())}
+    return _mapped(column, shown, known)
 
 
 def read_number_formats(
