@@ -292,7 +292,7 @@ def test_default_context_rule():
     assert default_context("MS", 24) == 48 and default_context("monthly", 6) == 24
     assert default_context("30min", 10) == 336 and default_context("10min", 10) == 512
     assert default_context("W", 8) == 52 and default_context("QS", 8) == 16
-    assert default_context("YS", 6) == 24 and default_context("YS", 1) == 8
+    assert default_context("YS", 6) == 12 and default_context("YS", 1) == 8
     assert default_context(None, 10) == 40
     for freq in ("h", "D", "W", "MS", "QS", "YS", "4s", None):
         for horizon in (1, 7, 60, 300):

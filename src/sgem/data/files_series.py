@@ -408,20 +408,20 @@ def default_context(freq: str | None, horizon: int) -> int:
     a week to under 28 days (weekly)    52                                   4
     28 to 89 days (monthly)             24                                   2
     90 to 364 days (quarterly)          12                                   2
-    a year or more                      8                                    4
+    a year or more                      8                                    2
     unknown (`freq` None)               0                                    4
     ==================================  ===================================  ===
 
     So the context is always at least twice the horizon; hourly data with a 24-step horizon
-    gets 168, daily with 14 gets 56, monthly with 24 gets 48, yearly with 4 gets 16. Why
-    four horizons of years: a yearly series has no season, its trend is what a forecast
-    extrapolates, and two horizons of it were too short a span to judge it by. On the
-    tourism file's yearly sums (h = 4, mostly 23 years) a 2-minute fit's MASE went from
-    2.88 / 2.87 (context 8, seeds 0 / 1) to 2.61 / 2.56 (context 16; AutoTheta 2.66), its
-    wQL from 0.124 / 0.122 to 0.130 / 0.128 (AutoETS 0.133); the yearly M3 file (h = 6,
-    median 19 years: `data_context` caps 24 at 13) 2.59 -> 2.61 MASE, 0.125 -> 0.125 wQL,
-    seed 0, 2026-11-29. `freq` is a pandas frequency
-    string ("h", "D", "MS") or a Monash `@frequency` name ("hourly", "half_hourly").
+    gets 168, daily with 14 gets 56, monthly with 24 gets 48. Yearly series keep two
+    horizons: four (16 years at h = 4) took a 2-minute fit on the tourism file's yearly sums
+    from MASE 2.84 to 2.59 (AutoTheta 2.66; wQL 0.123 -> 0.130), but a 5-minute fit on 20 000
+    synthetic yearly series from 3.62 to 4.01 (AutoETS 3.82; wQL 0.159 -> 0.195: the longer
+    windows left the search no iteration) and the yearly M3 file from 2.59 to 2.64, seed 0,
+    2026-11-29.
+
+    `freq` is a pandas frequency string ("h", "D", "MS") or a Monash `@frequency` name
+    ("hourly", "half_hourly").
     """
     if int(horizon) < 1:
         raise SgemUserError(f"horizon={horizon}: the forecast horizon must be at least 1 step")
@@ -447,7 +447,7 @@ def default_context(freq: str | None, horizon: int) -> int:
     elif step < 365 * day:
         base, k = 12, 2
     else:
-        base, k = 8, 4
+        base, k = 8, 2
     return max(base, k * horizon)
 
 
