@@ -257,6 +257,19 @@ def test_a_horizon_longer_than_every_series_names_a_horizon_that_fits(tmp_path) 
         series_task({"path": str(path), "horizon": 8}, seed=0)
 
 
+def test_a_context_longer_than_every_series_names_one_that_reads_them(tmp_path, caplog) -> None:
+    path = _csv(tmp_path, [40, 60, 50])
+    data = read_long_series(path)
+    with caplog.at_level("WARNING", logger="sgem.data.series_plan"):
+        plan_series(data, {"horizon": 6, "context": 500})
+    assert "--context 500 is longer than every series allows" in caplog.text
+    assert "--context 54 (the longest minus the horizon)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sgem.data.series_plan"):
+        plan_series(data, {"horizon": 6, "context": 54})  # fits the longest: no warning
+    assert "longer than every series" not in caplog.text
+
+
 def test_short_series_without_padding_name_a_context_that_fits() -> None:
     series = {"a": np.ones(50), "b": np.ones(12)}
     with pytest.raises(

@@ -137,6 +137,13 @@ def plan_series(data: SeriesData, cfg: dict[str, Any]) -> SeriesPlan:
         )
     lengths = [len(v) for v in filled.values.values()]
     context = _positive(cfg, "context", "--context", 2) or data_context(data.freq, horizon, lengths)
+    if cfg.get("context") and context + horizon > max(lengths):
+        log.warning(
+            "--context %d is longer than every series allows (the longest has %d values): each "
+            "window is mostly padding, and a training costs as for %d values; --context %d "
+            "(the longest minus the horizon) reads every value and no more",
+            context, max(lengths), context, max(2, max(lengths) - horizon),
+        )  # fmt: skip
     names = check_series_lengths(filled.values, context, horizon, drop_short=True, pad=True)
     series = [filled.values[n] for n in names]
     observed = [filled.observed[n] for n in names]
