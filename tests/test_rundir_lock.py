@@ -57,6 +57,18 @@ def test_stale_or_garbled_lock_is_taken_over(tmp_path) -> None:
     assert not lock.exists()
 
 
+def test_taking_the_lock_removes_a_killed_writers_temporary_files(tmp_path) -> None:
+    """A kill between an atomic write and its rename leaves `.name.XXXX.tmp` behind (the run
+    clock is rewritten every second): the next holder removes them, and nothing else."""
+    (tmp_path / "model").mkdir()
+    left = [tmp_path / ".budget_clock.json.8s26khwg.tmp", tmp_path / "model" / ".model.json.a.tmp"]
+    kept = [tmp_path / "budget_clock.json", tmp_path / "model" / "model.json", tmp_path / "x.tmp"]
+    for f in left + kept:
+        f.write_text("{}")
+    with RunDirectory(tmp_path).lock():
+        assert not any(f.exists() for f in left) and all(f.exists() for f in kept)
+
+
 def test_lock_released_on_error(tmp_path) -> None:
     with pytest.raises(KeyError), RunDirectory(tmp_path).lock():
         raise KeyError("boom")

@@ -8,8 +8,9 @@ temporary file in the same directory, is flushed and fsynced, and is renamed ove
 target (`os.replace` is atomic on one filesystem); the directory is then fsynced so the
 rename itself survives a power loss, not only a killed process.
 
-Temporary names start with "." and end with ".tmp" (`is_leftover`): a kill between write
-and rename leaves one behind; the next writer of that file overwrites or removes it.
+Temporary names start with "." and end with ".tmp": a kill between write and rename leaves
+one behind, which the run directory's lock removes when the run is taken up again
+(`sgem.run.rundir.RunDirectory.lock`).
 """
 
 from __future__ import annotations

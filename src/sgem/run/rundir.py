@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..atomic import append_line, write_atomic
+from ..atomic import TMP_SUFFIX, append_line, write_atomic
 from ..errors import SgemUserError
 from .input_fingerprint import changed_input
 
@@ -224,6 +224,15 @@ class RunDirectory:
         self.check_input(config)
         return config
 
+    def _remove_leftovers(self) -> None:
+        """Delete the temporary files of atomic writes (`sgem.atomic`) that a killed process
+        left here or a folder below (a kill between a write and its rename). Only under the
+        lock: no live process of this run writes them then."""
+        for pattern in (f".*{TMP_SUFFIX}", f"*/.*{TMP_SUFFIX}"):
+            for leftover in self.path.glob(pattern):
+                if leftover.is_file() and not leftover.is_symlink():
+                    leftover.unlink(missing_ok=True)
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the directory for one live process (`run.lock`: pid, host, start time).
@@ -253,6 +262,7 @@ class RunDirectory:
             break
         else:  # pragma: no cover - another process took it between our two tries
             raise RunDirectoryError(f"{self.path} was just claimed by another process")
+        self._remove_leftovers()
         try:
             yield
         finally:
