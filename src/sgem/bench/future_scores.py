@@ -180,7 +180,12 @@ def competition_folder(name: str, data: Path, scratch: Path) -> Path:
         if freq != "MS":  # whole periods only: the first and last may be partial
             y = y.resample(freq).sum(min_count=12 if freq == "YS" else 3).dropna()
         frames.append(pd.DataFrame({"unique_id": series, "ds": y.index, "y": y.to_numpy()}))
-    long = pd.concat(frames)
+    return _split_at_end(pd.concat(frames), h, name, scratch)
+
+
+def _split_at_end(long: pd.DataFrame, h: int, name: str, scratch: Path) -> Path:
+    """`scratch`, where `long`'s series are written as `m3_{name}_train.csv` and, their last
+    `h` points, `m3_{name}_test.csv`."""
     last = long.groupby("unique_id").cumcount(ascending=False) < h
     scratch.mkdir(parents=True, exist_ok=True)
     long[~last].to_csv(scratch / f"m3_{name}_train.csv", index=False)
@@ -202,11 +207,7 @@ def _macro_folder(scratch: Path) -> Path:
     long = pd.concat(
         pd.DataFrame({"unique_id": c, "ds": ds, "y": d[c].to_numpy(float)}) for c in names
     )
-    last = long.groupby("unique_id").cumcount(ascending=False) < 8
-    scratch.mkdir(parents=True, exist_ok=True)
-    long[~last].to_csv(scratch / "m3_macro_train.csv", index=False)
-    long[last].to_csv(scratch / "m3_macro_test.csv", index=False)
-    return scratch
+    return _split_at_end(long, 8, "macro", scratch)
 
 
 #: each competition file's seasonal period as its data's README gives it (M3's "other"

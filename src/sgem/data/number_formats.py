@@ -42,7 +42,6 @@ STYLES = {
     "formatted": (_pattern(",", "."), "."),
     "formatted-decimal-comma": (_pattern(". \u00a0\u202f", ","), ","),
 }
-FORMATTED = STYLES["formatted"][0]
 #: what shows a number was formatted (else it is a plain number, read as one already)
 _MARKS = re.compile(rf"[{CURRENCY}%,()]")
 
@@ -148,7 +147,6 @@ def _parse(text: str, pattern: re.Pattern[str], decimal: str) -> float:
 
 
 __all__ = [
-    "FORMATTED",
     "NUMBER_FORMAT",
     "STYLES",
     "formatted_column",

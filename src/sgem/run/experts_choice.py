@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -221,7 +221,7 @@ def _chosen(report: list[dict], key: str, rows: list[np.ndarray | None] | None =
     return min(within, key=lambda i: report[i]["n_experts"])
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
@@ -271,9 +271,7 @@ def _run_seconds(result: dict, measured: float) -> float:
     """What a K's run cost: its own clock's seconds (a run reused or continued from an
     earlier attempt counts what it spent there), else the seconds measured here."""
     clocked = (result.get("clock") or {}).get("wall_seconds")
-    return round(
-        float(clocked) if isinstance(clocked, int | float) and _finite(clocked) else measured, 1
-    )
+    return round(float(clocked) if _finite(clocked) else measured, 1)
 
 
 def _choice_seconds(report: list[dict], attempt_seconds: float, in_runs: float) -> float:
