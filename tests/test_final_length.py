@@ -303,3 +303,38 @@ def test_a_refit_the_fence_cut_short_gives_way_to_the_tracked_network(task, spac
     with training_fence(time.time() + 3600):  # not cut: refitted as before
         whole = fit_expert(task, trainer, job)
     assert "refit_cut" not in whole.length and whole.module is not None
+
+
+def test_a_fixed_length_training_the_fence_cuts_is_reported_and_too_short_ones_untrained(
+    task, space, trainer
+):
+    """A final expert trained for a fixed length with no tracked network to fall back on,
+    stopped by the budget's fence, says how many steps it made: a 2-minute fit of 120 daily
+    weather series saved experts that made 1 of 100 (its forecasts of 33-degree days were
+    near 0), and the leaderboard gives such an MoE no weight (`untrained_experts`)."""
+    import sgem.train.trainer as trainer_module
+    from sgem.final.expert_fit import MIN_TRAINED_FRACTION, ExpertJob, fit_expert
+    from sgem.final.moe_fit import MoEReport
+
+    job = ExpertJob(0, _arch(space), np.ones(task.n_clusters, dtype=bool), 7, 50, None, None)
+    whole = fit_expert(task, trainer, job)
+    assert whole.cut is None and whole.steps == 50
+    with pytest.MonkeyPatch.context() as mp:  # the fence has passed: one step, then stop
+        mp.setattr(trainer_module, "fence_passed", lambda: True)
+        cut = fit_expert(task, trainer, job)
+    assert cut.cut == {"steps": 1, "of": 50} and cut.steps == 1
+    assert cut.portable().cut == cut.cut  # (sent back from a worker process as well)
+    short = int(MIN_TRAINED_FRACTION * 50) - 1
+    report = MoEReport(
+        None,
+        float("nan"),
+        [],
+        0.0,
+        final_training_cut={
+            "0": cut.cut,
+            "1": {"steps": short, "of": 50},
+            "2": {"steps": 40, "of": 50},
+        },
+    )
+    assert report.untrained_experts() == [0, 1]  # expert 2 made most of its steps
+    assert report.to_json()["final_training_cut"]["0"] == {"steps": 1, "of": 50}

@@ -622,3 +622,61 @@ def test_the_stages_show_the_measure_the_saved_model_is_chosen_on() -> None:
     lines = stage_lines(series)
     assert "validation NLL and CRPS" in lines[0]
     assert "-  " in lines[-1] and "0.0290 (-0.0020)" in lines[-1]
+
+
+def test_an_moe_whose_final_training_was_cut_gets_no_weight_in_the_saved_combination() -> None:
+    """Where the budget's fence cut the MoE's final training (`untrained_experts`), the
+    combination weighs the members alone, however good the MoE's held-out outputs look
+    (an untrained forecaster's scaled windows can look good where most targets are 0),
+    and is saved without the test it must otherwise pass."""
+    from types import SimpleNamespace
+
+    from sklearn.linear_model import LogisticRegression
+
+    from sgem.data.task import Split
+    from sgem.final.moe_fit import MoEReport
+    from sgem.leaderboard.board import greedy_ensemble
+    from sgem.leaderboard.combining import combine, untrained_experts
+    from sgem.methods.result import Fitted, MethodResult
+
+    rng = np.random.default_rng(2)
+
+    def split(n: int) -> Split:
+        return Split(rng.normal(size=(n, 2)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
+
+    task = SimpleNamespace(
+        name="table", train=split(200), val=split(80), test=split(80), loss="cross_entropy"
+    )
+    task.n_classes, task.meta = 2, {}
+
+    def right(y: np.ndarray, p: float) -> np.ndarray:
+        return _logits(np.where(y == 1, p, 1 - p))
+
+    member = MethodResult(
+        "logistic regression",
+        0,
+        kind="scikit-learn",
+        val_output=right(task.val.y, 0.7),
+        test_output=right(task.test.y, 0.7),
+        fitted=Fitted(estimator=LogisticRegression().fit(task.train.x, task.train.y)),
+    )
+    moe_val, moe_test = right(task.val.y, 0.95), right(task.test.y, 0.95)
+    has = np.ones(len(task.val), dtype=bool)
+    outs = [moe_test, right(task.test.y, 0.7)]
+    assert greedy_ensemble(outs, task.test.y, "cross_entropy")[0] == 1.0
+    assert greedy_ensemble(outs, task.test.y, "cross_entropy", first=1).tolist() == [0.0, 1.0]
+    assert combine(task, moe_val, moe_test, [member], has)[0] is None  # the MoE alone wins
+    saved, row = combine(task, moe_val, moe_test, [member], has, with_moe=False)
+    assert saved is not None
+    assert saved[1]["weights_by_name"] == {"MoE": 0.0, "logistic regression": 1.0}
+    assert "fence cut its final training" in row["note"]
+    cut = {"0": {"steps": 1, "of": 100}, "1": {"steps": 1, "of": 100}}
+    final = MethodResult(
+        "sgem",
+        0,
+        assignment=np.array([0, 1, 1]),
+        report=MoEReport(None, 0.0, [], 0.0, final_training_cut=cut),
+    )
+    assert untrained_experts(final) == [0, 1]
+    assert untrained_experts(final, fallback=[0]) == [1]  # cluster 0 went to the global network
+    assert untrained_experts(final, fallback=[0, 1, 2]) == []

@@ -21,7 +21,7 @@ from ..moe.scoring import method_scores
 from ..random_streams import expert_seed
 from ..space.arch import Arch
 from ..train.trainer import Trainer
-from .expert_fit import ExpertJob, WarmStart, fit_expert_jobs
+from .expert_fit import MIN_TRAINED_FRACTION, ExpertJob, WarmStart, fit_expert_jobs
 from .length import ValidationLength, resolve_length
 from .reference import score_networks, warm_start_networks
 from .warm_start import global_starts, needs_warm_start
@@ -63,6 +63,14 @@ class MoEReport:
     val_outputs: list[np.ndarray | None] | None = field(default=None, repr=False, compare=False)
     #: under a time budget: the seeds added to every expert afterwards (`sgem.final.seed_rounds`)
     seed_rounds: dict | None = None
+    #: experts whose training the budget's fence cut short, {expert: {"steps", "of"}}
+    #: (`untrained_experts` says which are too short to ship)
+    final_training_cut: dict[str, dict] | None = None
+
+    def untrained_experts(self) -> list[int]:
+        """The experts the fence stopped before `MIN_TRAINED_FRACTION` of their steps."""
+        cut = self.final_training_cut or {}
+        return sorted(int(k) for k, c in cut.items() if c["steps"] < MIN_TRAINED_FRACTION * c["of"])
 
     def to_json(self) -> dict:
         extra: dict = {}
@@ -78,6 +86,8 @@ class MoEReport:
             extra["forecast"] = self.forecast
         if self.seed_rounds is not None:
             extra["seed_rounds"] = self.seed_rounds
+        if self.final_training_cut:
+            extra["final_training_cut"] = self.final_training_cut
         return extra | {
             "test_accuracy": self.test_accuracy,
             "test_nll": self.test_nll,
@@ -183,6 +193,7 @@ def train_final_moe(
     used_steps: list[int | None] = [None] * len(architectures)
     lengths: list[dict | None] = [None] * len(architectures)
     val_outputs: list[np.ndarray | None] = [None] * len(architectures)
+    cut = {str(job.index): fit.cut for job, fit in zip(jobs, fits, strict=True) if fit.cut}
     for job, fit in zip(jobs, fits, strict=True):
         kept = known_outputs[job.index] if known_outputs is not None else None
         val_outputs[job.index] = fit.val_output if fit.val_output is not None else kept
@@ -199,6 +210,7 @@ def train_final_moe(
         final_length=lengths if rule is not None else None,
         val_outputs=val_outputs if rule is not None else None,
         global_networks=global_lengths,
+        final_training_cut=cut or None,
         global_networks_test=score_networks(
             task,
             trainer,

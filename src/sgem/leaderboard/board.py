@@ -41,13 +41,19 @@ ROUNDS = 25
 
 
 def greedy_ensemble(
-    outs: list[np.ndarray], y: np.ndarray, loss: str, rounds: int = ROUNDS, point: bool = False
+    outs: list[np.ndarray],
+    y: np.ndarray,
+    loss: str,
+    rounds: int = ROUNDS,
+    point: bool = False,
+    first: int = 0,
 ) -> np.ndarray:
     """Caruana's greedy selection with replacement on validation: the weights (sum 1) of
     the mixture of the members' predictive distributions with the lowest NLL, or with
-    `point` the lowest squared error of its mean (`combination_scores`)."""
+    `point` the lowest squared error of its mean (`combination_scores`); members before
+    `first` get no weight (1: the MoE, whose final training the budget cut)."""
     score = combination_scores(outs, y, loss, point)
-    return _greedy(len(outs), lambda w: -float(score(w).mean()), rounds)
+    return _greedy(len(outs), lambda w: -float(score(w).mean()), rounds, first)
 
 
 def combination_scores(outs: list[np.ndarray], y: np.ndarray, loss: str, point: bool = False):
@@ -72,10 +78,11 @@ def combination_scores(outs: list[np.ndarray], y: np.ndarray, loss: str, point: 
 
 
 def greedy_quantile_ensemble(
-    outs: list[np.ndarray], y: np.ndarray, rounds: int = ROUNDS
+    outs: list[np.ndarray], y: np.ndarray, rounds: int = ROUNDS, first: int = 0
 ) -> np.ndarray:
     """Caruana's greedy selection for forecasters: the weights (sum 1) whose average of the
-    members' quantiles has the lowest mean quantile loss (the wQL's levels) on validation."""
+    members' quantiles has the lowest mean quantile loss (the wQL's levels) on validation;
+    members before `first` get none."""
     qs = np.stack([member_quantiles(o, WQL_GRID) for o in outs])
     y = np.asarray(y, dtype=np.float64)
 
@@ -83,16 +90,16 @@ def greedy_quantile_ensemble(
         avg = np.tensordot(w / w.sum(), qs, axes=1)
         return float(quantile_loss(dict(zip(WQL_GRID, avg, strict=True)), y).mean())
 
-    return _greedy(len(outs), loss_of, rounds)
+    return _greedy(len(outs), loss_of, rounds, first)
 
 
-def _greedy(n: int, loss_of, rounds: int) -> np.ndarray:
-    """Greedy selection with replacement: `rounds` times add the member whose extra count
-    lowers `loss_of(counts)` most; the weights are the counts' shares."""
+def _greedy(n: int, loss_of, rounds: int, first: int = 0) -> np.ndarray:
+    """Greedy selection with replacement: `rounds` times add the member (from `first` on)
+    whose extra count lowers `loss_of(counts)` most; the weights are the counts' shares."""
     counts = np.zeros(n)
     for _ in range(rounds):
-        best, best_j = math.inf, 0
-        for j in range(n):
+        best, best_j = math.inf, first
+        for j in range(first, n):
             trial = counts.copy()
             trial[j] += 1
             loss = loss_of(trial)

@@ -6,6 +6,8 @@ the small accessors of a leaderboard entry (`sgem.leaderboard.contest` builds th
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..data.task import ClusteredTask
@@ -33,6 +35,10 @@ from .series_members import MIN_SUBSET_WINDOWS, SUBSET
 from .table_members import OUT_OF_FOLD, REFIT_ROWS
 from .table_weights import MIN_HOLDOUT_ROWS, table_weights
 
+log = logging.getLogger(__name__)
+
+#: why a combination gives the MoE no weight (`combine(with_moe=False)`)
+UNTRAINED = "the time budget's fence cut its final training short (`final_training_cut`)"
 #: a forecasting combination's weights: this share the classical members' equal
 #: combination (the prior), the rest from greedy selection, so the combination is saved
 #: without a test and the MoE carries weight as far as held-out windows show it earns it
@@ -78,6 +84,7 @@ def combine(
     refs: list[MethodResult],
     has: np.ndarray,
     ship_oof: np.ndarray | None = None,
+    with_moe: bool = True,
 ):
     """The combination of the selective-routing MoE with the members that greedy ensemble
     selection picks on validation (tables: the scikit-learn models; series: AutoETS and
@@ -141,8 +148,9 @@ def combine(
     folded = fit_on == "holdout" and not forecasting and folded_members
     point = not forecasting and task.loss != "cross_entropy"  # a regression: its RMSE
     judged: tuple[list[np.ndarray], np.ndarray] | None = None
-    prior_note = ""
-    if folded:
+    prior_note = "" if with_moe else "; the MoE at no weight: " + UNTRAINED
+    first = 0 if with_moe else 1  # (the members from `first` on are weighed)
+    if folded and with_moe:
         weights, fit_on, judged = table_weights(task, outs, ready, ship_oof, point)
     elif forecasting:  # quantiles averaged, weights for the quantile loss (the wQL's levels),
         # shrunk halfway to the equal combination of AutoETS and AutoTheta: held-out windows
@@ -151,13 +159,14 @@ def combine(
         # beat both members on two of three; an MoE given a third of the weight by default
         # cost 0.5 to 4 % MASE on each file at a 5-minute budget); not where the MoE alone
         # clearly beats that combination on these windows (`_prior`)
-        greedy = greedy_quantile_ensemble(outs, y_val)
-        prior, prior_note = _prior(ready, outs, y_val)
+        greedy = greedy_quantile_ensemble(outs, y_val, first=first)
+        prior, why = _prior(ready, outs, y_val, with_moe)
+        prior_note += why
         weights = (
             greedy if prior is None else SHRINK_TO_EQUAL * prior + (1 - SHRINK_TO_EQUAL) * greedy
         )
     else:
-        weights = greedy_ensemble(outs, y_val, task.loss, point=point)
+        weights = greedy_ensemble(outs, y_val, task.loss, point=point, first=first)
     if weights[0] == 1.0:
         return None, None
     used = [i for i in range(1, len(outs)) if weights[i] > 0]
@@ -170,7 +179,12 @@ def combine(
         gain_outs, gain_y = judged or (outs, y_val)
         gain = cross_fitted_gain(gain_outs, gain_y, task.loss, point=point)
     se = standard_error(gain)
-    if fit_on == "validation" and not forecasting and not gain.mean() > COMBINE_MARGIN_SE * se:
+    if (
+        with_moe
+        and fit_on == "validation"
+        and not forecasting
+        and not gain.mean() > COMBINE_MARGIN_SE * se
+    ):
         return None, None  # on a user's holdout (nothing chosen there) greedy alone decides
     members = [ready[i - 1] for i in used]
     fits = [fitted_of(m) for m in members]
@@ -233,17 +247,38 @@ def combine_within(
     *,
     on: bool = True,
     allowance: float | None = None,
+    with_moe: bool = True,
 ) -> tuple:
     """`combine` of the references whose refits fit in the forecast budget `allowance`
     (`sgem.leaderboard.forecast_cost`): (its combination or None, its leaderboard row or
     None, the leaderboard's "forecast" entry or None). `on=False` (the run's
-    `combine: false`): no combination."""
+    `combine: false`): no combination. `with_moe`: as `combine`'s."""
     if not on:
         return None, None, None
     kept, left_out = within_allowance(refs, allowance)
-    combined_with, row = combine(task, ship_val, ship_test, kept, has, ship_oof)
+    combined_with, row = combine(task, ship_val, ship_test, kept, has, ship_oof, with_moe)
     saved = combined_with[1]["weights_by_name"] if combined_with is not None else {}
     return combined_with, row, forecast_report(refs, saved, left_out, allowance)
+
+
+def untrained_experts(final: MethodResult, fallback: list[int] | None = None) -> list[int]:
+    """The experts whose final training the budget's fence cut too short to ship
+    (`MoEReport.untrained_experts`) that still own a cluster outside `fallback` (those
+    routed to the global network); said once, whatever is saved instead."""
+    untrained = final.report.untrained_experts() if final.report is not None else []
+    if untrained and final.assignment is not None:
+        owned = {int(k) for c, k in enumerate(final.assignment) if c not in (fallback or [])}
+        untrained = [k for k in untrained if k in owned]
+    if untrained:
+        cut = final.report.final_training_cut
+        log.warning(
+            "time budget: the fence cut the final training of expert(s) %s after %s steps; "
+            "the saved model gives the MoE no weight where references can stand in (a "
+            "longer --time-budget trains them)",
+            ", ".join(map(str, untrained)),
+            ", ".join(f"{cut[str(k)]['steps']} of {cut[str(k)]['of']}" for k in untrained),
+        )
+    return untrained
 
 
 def _on_all_scored(outs: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -363,7 +398,7 @@ def _wql_quantiles(out: np.ndarray) -> dict[float, np.ndarray]:
 
 
 def _prior(
-    ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray
+    ready: list[MethodResult], outs: list[np.ndarray], y: np.ndarray, with_moe: bool = True
 ) -> tuple[np.ndarray | None, str]:
     """The weights a forecasting combination is shrunk toward (the MoE's first, 0) and a
     note where there are none though members were fitted: the equal combination of the
@@ -393,10 +428,12 @@ def _prior(
         return None, ""
     per_window = [quantile_loss(_wql_quantiles(o), y) for o in outs]
     losses = np.array([loss.mean() for loss in per_window])
-    strong[losses[1:] > PRIOR_LOSS_RATIO * losses.min()] = 0.0
+    strong[losses[1:] > PRIOR_LOSS_RATIO * losses[0 if with_moe else 1 :].min()] = 0.0
     if not strong.any():
         return None, ""
     prior = np.r_[0.0, strong / strong.sum()]
+    if not with_moe:  # (the MoE is no candidate: nothing to compare the prior with)
+        return prior, ""
     gain = quantile_loss(averaged_quantiles(outs, prior, WQL_GRID), y) - per_window[0]
     se = standard_error(gain)
     if gain.mean() > PRIOR_MARGIN_SE * se:
@@ -421,5 +458,6 @@ __all__ = [
     "entry",
     "fitted_of",
     "test_of",
+    "untrained_experts",
     "val_of",
 ]

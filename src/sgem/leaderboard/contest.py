@@ -40,7 +40,7 @@ from .board import (
     scored,
     scores,
 )
-from .combining import combine_within, entry, fitted_of, test_of, val_of
+from .combining import combine_within, entry, fitted_of, test_of, untrained_experts, val_of
 from .members import (
     GlobalNetwork,
     global_network_seconds,
@@ -149,8 +149,9 @@ def compete(
     shipped_member = entry("saved model (selective routing)", seed, ship_val, ship_test)
     board.append(rows(task, [shipped_member], has, seed, crps_samples)[0])
     combined_with, combined, forecast = combine_within(
-        task, ship_val, ship_test, refs, has, ship_oof, on=combination, allowance=forecast_budget
-    )
+        task, ship_val, ship_test, refs, has, ship_oof, on=combination,
+        allowance=forecast_budget, with_moe=not untrained_experts(final, fallback),
+    )  # fmt: skip
     if combined:
         board[-1]["model"] = "selective-routing MoE (before the combination)"
         board.append(combined)
@@ -238,8 +239,9 @@ def _holdout_only(
     board = rows(task, members, has, seed, crps_samples)
     _on_same_windows(task, board, members, moe_test, seed, crps_samples)
     combined_with, combined, forecast = combine_within(
-        task, None, moe_test, refs, has, on=combination, allowance=forecast_budget
-    )
+        task, None, moe_test, refs, has, on=combination, allowance=forecast_budget,
+        with_moe=not untrained_experts(final),
+    )  # fmt: skip
     if combined is not None:
         board.append(combined)
     report: dict[str, Any] = {
