@@ -125,6 +125,8 @@ def result_json(
             # optimiser steps each final expert trained for; with final_length "validation"
             # also how each was chosen (best step, tracking curve)
             "final_steps": moe.get("steps"),
+            # experts whose training the budget's fence cut short: steps made of those asked
+            "final_training_cut": moe.get("final_training_cut"),
             "final_length": moe.get("final_length"),
             # with warm starts: each cell's global network (its tracking run)
             "global_networks": moe.get("global_networks"),
