@@ -271,12 +271,13 @@ def untrained_experts(final: MethodResult, fallback: list[int] | None = None) ->
     """The experts whose final training the budget's fence cut too short to ship
     (`MoEReport.untrained_experts`) that still own a cluster outside `fallback` (those
     routed to the global network); said once, whatever is saved instead."""
-    untrained = final.report.untrained_experts() if final.report is not None else []
+    if final.report is None or not final.report.final_training_cut:
+        return []
+    untrained, cut = final.report.untrained_experts(), final.report.final_training_cut
     if untrained and final.assignment is not None:
         owned = {int(k) for c, k in enumerate(final.assignment) if c not in (fallback or [])}
         untrained = [k for k in untrained if k in owned]
     if untrained:
-        cut = final.report.final_training_cut
         log.warning(
             "time budget: the fence cut the final training of expert(s) %s after %s steps; "
             "the saved model gives the MoE no weight where references can stand in (a "
