@@ -20,6 +20,29 @@ def _logits(p: np.ndarray) -> np.ndarray:
     return np.log(np.stack([1 - p, p], axis=1))
 
 
+def _binary_table(seed: int, train: int, val: int, test: int):
+    """A user's two-class table task (random rows) as `combine` reads one."""
+    from types import SimpleNamespace
+
+    from sgem.data.task import Split
+
+    rng = np.random.default_rng(seed)
+
+    def split(n: int) -> Split:
+        return Split(rng.normal(size=(n, 2)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
+
+    task = SimpleNamespace(
+        name="table", train=split(train), val=split(val), test=split(test), loss="cross_entropy"
+    )
+    task.n_classes, task.meta = 2, {}
+    return task, rng
+
+
+def _right(y: np.ndarray, p: float) -> np.ndarray:
+    """Logits giving the true class probability `p` (per row where `p` is an array)."""
+    return _logits(np.where(y == 1, p, 1 - p))
+
+
 def test_the_greedy_ensemble_never_loses_to_its_best_member() -> None:
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 400)
@@ -422,28 +445,15 @@ def test_a_small_tables_members_are_weighed_on_every_row_not_on_validation() -> 
     on the validation rows the search chose it on, a coin on new rows - gets no weight.
     (Decided on validation, the MoE was kept: one network shipped 3-5 points below
     logistic regression and gradient boosting on wine.)"""
-    from types import SimpleNamespace
-
     from sklearn.linear_model import LogisticRegression
 
-    from sgem.data.task import Split
     from sgem.leaderboard.combining import MIN_HOLDOUT_ROWS, combine
     from sgem.leaderboard.table_members import OUT_OF_FOLD
     from sgem.methods.result import Fitted, MethodResult
 
-    rng = np.random.default_rng(1)
-
-    def split(n: int) -> Split:
-        return Split(rng.normal(size=(n, 2)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
-
-    task = SimpleNamespace(
-        name="table", train=split(100), val=split(42), test=split(28), loss="cross_entropy"
-    )
-    task.n_classes, task.meta = 2, {}
+    task, rng = _binary_table(1, 100, 42, 28)
     assert len(task.test) < MIN_HOLDOUT_ROWS
-
-    def right(y: np.ndarray, p: float) -> np.ndarray:
-        return _logits(np.where(y == 1, p, 1 - p))
+    right = _right
 
     rows = np.r_[task.train.y, task.val.y]
     fitted = LogisticRegression().fit(task.train.x, task.train.y)
@@ -629,28 +639,15 @@ def test_an_moe_whose_final_training_was_cut_gets_no_weight_in_the_saved_combina
     combination weighs the members alone, however good the MoE's held-out outputs look
     (an untrained forecaster's scaled windows can look good where most targets are 0),
     and is saved without the test it must otherwise pass."""
-    from types import SimpleNamespace
-
     from sklearn.linear_model import LogisticRegression
 
-    from sgem.data.task import Split
     from sgem.final.moe_fit import MoEReport
     from sgem.leaderboard.board import greedy_ensemble
     from sgem.leaderboard.combining import combine, untrained_experts
     from sgem.methods.result import Fitted, MethodResult
 
-    rng = np.random.default_rng(2)
-
-    def split(n: int) -> Split:
-        return Split(rng.normal(size=(n, 2)), rng.integers(0, 2, n), np.zeros(n, dtype=int))
-
-    task = SimpleNamespace(
-        name="table", train=split(200), val=split(80), test=split(80), loss="cross_entropy"
-    )
-    task.n_classes, task.meta = 2, {}
-
-    def right(y: np.ndarray, p: float) -> np.ndarray:
-        return _logits(np.where(y == 1, p, 1 - p))
+    task, _ = _binary_table(2, 200, 80, 80)
+    right = _right
 
     member = MethodResult(
         "logistic regression",
