@@ -28,8 +28,8 @@ from .length import LengthChoice, ValidationLength, expert_length
 #: (with no tracked network to keep instead) is untrained: the leaderboard gives the MoE no
 #: weight in the saved model. Why: a 2-minute fit of 120 daily weather series (6.6 s a
 #: candidate) reached its final stage past the fence; its experts got 1 of 100 steps, and
-#: the saved MoE forecast temperatures near 33 degrees at 0-2 (MASE 3.16 against seasonal
-#: naive's 1.3)
+#: the saved MoE forecast temperatures near 33 degrees at 0-2 (MASE 3.16 for the MoE alone,
+#: AutoETS 1.34)
 MIN_TRAINED_FRACTION = 0.2
 
 
