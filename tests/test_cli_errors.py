@@ -35,6 +35,9 @@ CASES = [
     (["fit", "{d}/t.csv"], "--target"),
     (["fit", "{d}/t.csv", "--target", "nope"], "nope"),
     (["fit", "{d}/t.csv", "--target", "label", "--time-budget", "soon"], "time budget"),
+    # (a minus is read as the value, not as the next option: argparse said "expected one
+    # argument", not what a budget accepts)
+    (["fit", "{d}/t.csv", "--target", "label", "--time-budget", "-5m"], "cannot read the time"),
     (["fit", "{d}/t.csv", "--target", "label", "--experts", "0"], "n_experts"),
     (["fit", "{d}/missing.csv", "--target", "label"], "does not exist"),
     (["fit", "{d}/t.csv", "--target", "label", "--device", "tpu0"], "unknown device 'tpu0'"),

@@ -37,12 +37,33 @@ def _raised_outside(exc: BaseException) -> str:
     )
 
 
+#: options whose value is a duration: a value written with a minus reaches their check
+_DURATIONS = ("--time-budget", "--forecast-budget")
+
+
+def _durations_joined(argv: list[str]) -> list[str]:
+    """`--time-budget -5m` as `--time-budget=-5m`: argparse reads a value that starts with
+    "-" and is not a plain number as the next option, and answers "expected one argument"
+    instead of the budget's own check, which names what it accepts."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        value = argv[i + 1] if i + 1 < len(argv) else ""
+        if argv[i] in _DURATIONS and value[:1] == "-" and value[1:2].isdigit():
+            out.append(f"{argv[i]}={value}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     import warnings
 
     started = time.perf_counter()  # before torch and statsforecast are imported: a time
     # budget counts their seconds too (`sgem fit --time-budget 30s` returned after 36 s)
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_durations_joined(sys.argv[1:] if argv is None else argv))
     args.started = started
     shown, warnings.formatwarning = warnings.formatwarning, one_line_warning
     show, warnings.showwarning = warnings.showwarning, said_once(warnings.showwarning)
