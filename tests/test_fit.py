@@ -492,6 +492,19 @@ def test_a_search_past_its_deadline_says_so(caplog):
         result = search.fit(make_toy_task(0), deadline=time.perf_counter())
     assert result.selection["stopped_at_deadline_after_iteration"] == 0
     assert "after 0 of 3 iterations" in caplog.text and "initial design alone" in caplog.text
+    # the random start is no search result: the k-means split is returned, each region
+    # trained with at most its two champions (the time left is the final stage's)
+    from sgem.search.geometry import geometry_partition
+
+    geometry = geometry_partition(make_toy_task(0), cfg.n_experts, 0)
+    assert np.array_equal(result.assignment, geometry)
+    assert result.selection["rule"].startswith("no EM iteration ran")
+    refits = [o for o in result.store.observations if o.phase == "refit"]
+    regions = len(set(geometry.tolist()))
+    assert regions <= len(refits) == result.selection["region_trainings"] <= 2 * regions
+    assert all(
+        any(np.array_equal(o.mask, geometry == k) for k in range(cfg.n_experts)) for o in refits
+    )
 
 
 def test_a_budgeted_search_runs_on_to_its_cap_while_the_deadline_allows(caplog):

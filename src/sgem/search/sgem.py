@@ -55,7 +55,7 @@ from .loop import Reprice, SearchLoop
 from .masks import geometric_mask, log_uniform_size_mask
 from .objective import e_step, hard_routing
 from .routing import expected_losses, routing_m_step
-from .selection import canonical_partition, finalise
+from .selection import canonical_partition, finalise, finalise_without_iterations
 from .store import ObservationStore
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,10 @@ class SGEM:
                 "a longer --time-budget lets the search run them",
                 stopped_at,
                 cfg.n_iterations,
-                " (the model comes from the initial design alone)" if stopped_at == 0 else "",
+                " (the model comes from the initial design alone: the k-means split of the "
+                "clusters, each region with its best measured cell)"
+                if stopped_at == 0
+                else "",
             )
             final_cfg = replace(
                 cfg,
@@ -216,19 +219,25 @@ class SGEM:
                 finalist_budget=min(cfg.finalist_budget, 1),
                 refit_budget=min(cfg.refit_budget, 2),
             )
+        geometry = self._geometry(task)
         with self.timer_.phase("finalisation"):
-            assignment, final_archs, region_losses, selection = finalise(
-                self.ledger_,
-                self.space,
-                final_cfg,
-                trace,
-                last,
-                archs,
-                sizes,
-                val_sizes,
-                rng,
-                geometry=self._geometry(task),
-            )
+            if stopped_at == 0 and geometry is not None:  # no search result: its start
+                assignment, final_archs, region_losses, selection = finalise_without_iterations(
+                    self.ledger_, geometry, archs, sizes, val_sizes, final_cfg.n_iterations + 1
+                )
+            else:
+                assignment, final_archs, region_losses, selection = finalise(
+                    self.ledger_,
+                    self.space,
+                    final_cfg,
+                    trace,
+                    last,
+                    archs,
+                    sizes,
+                    val_sizes,
+                    rng,
+                    geometry=geometry,
+                )
         selection = {**selection, "iterations_run": ran}
         if stopped_at is not None:
             selection = {**selection, "stopped_at_deadline_after_iteration": stopped_at}
