@@ -142,7 +142,9 @@ def test_the_rounds_leave_the_leaderboards_global_networks_the_time_their_cells_
 ):
     """The leaderboard's global networks are timed on their own cells (longer trainings
     take longer), and the rounds end early enough for them (and for classical references
-    not fitted yet), never later than the plan's end of the final stage."""
+    not fitted yet): never later than the plan's end of the final stage, unless the final
+    stage's seconds are measured (then each expert's retrain for its validation outputs
+    counts, at that price)."""
     from types import SimpleNamespace
 
     import sgem.leaderboard as leaderboard
@@ -164,3 +166,12 @@ def test_the_rounds_leave_the_leaderboards_global_networks_the_time_their_cells_
         after = LEADERBOARD_SAFETY * networks + (0.0 if done else 7.0)
         assert got - now == pytest.approx(min(50.0, 60.0 - after))
         assert (got - now < 50.0) == (networks == 20.0)  # the plan's end, or earlier
+    # with the final stage's measured seconds, what follows is measured too: the global
+    # networks and each expert's retrain on the training split (`retrains`), not the plan
+    from sgem.final.calibration import retrains
+
+    assert retrains(task, final, "fixed")
+    monkeypatch.setattr(leaderboard, "global_networks_seconds", lambda *a: 4.0)
+    protocol = SimpleNamespace(final_steps=5, final_epochs=None, length_name="fixed")
+    got = seed_rounds_end(plan, task, trainer, final, protocol, True, final_seconds=2.0)
+    assert got - now == pytest.approx(60.0 - LEADERBOARD_SAFETY * (4.0 + 2.0))  # past 50

@@ -278,26 +278,46 @@ def final_stage_ends(plan: dict, references_done: bool) -> float:
 
 
 def seed_rounds_end(
-    plan: dict, task: ClusteredTask, trainer, final, protocol, references_done: bool
+    plan: dict,
+    task: ClusteredTask,
+    trainer,
+    final,
+    protocol,
+    references_done: bool,
+    final_seconds: float | None = None,
 ) -> float:
-    """When a budget's seed rounds must end (a `time.perf_counter()` value): where the
-    final stage's plan left them to (`replan_final`), or earlier where the leaderboard's
-    global networks for `final` (the final `MethodResult`), timed on their own cells
-    (`sgem.leaderboard.global_networks_seconds`, at `protocol`'s lengths), need more than
-    the plan reserved for what follows the final stage. Why: that reserve is priced at the
-    pilot's average cell; on 400 hourly series a GRU cell's global network took 40 s of a
-    51-s reserve for all four networks, the seed rounds had used the rest, and the fence
-    cut the leaderboard's best network."""
-    from ..leaderboard import global_networks_seconds  # torch: only when rounds may run
+    """When a budget's seed rounds must end (a `time.perf_counter()` value): early enough
+    for what follows them, as measured on this run. The leaderboard trains a global network
+    of each of `final`'s cells (timed on their own cells,
+    `sgem.leaderboard.global_networks_seconds`, at `protocol`'s lengths) and, where no
+    tracking run left them, each expert once more on the training split for its
+    out-of-sample validation outputs (`sgem.final.calibration.retrains`: about what the
+    final stage took, `final_seconds`); `LEADERBOARD_SAFETY` times both are left. Without
+    `final_seconds`, never later than where the final stage's plan left them to
+    (`replan_final`).
+
+    Why measured: the plan prices what follows the final stage at the pilot's candidate
+    training, which also pays the candidates' validation evaluations and was planned at the
+    configured final steps. On 120 daily weather series at 2 minutes it reserved 58 s for a
+    leaderboard that took 20 s (the final stage had been cut to a fifth of its steps), and
+    the fit ended at 96 s of 120 with no seed round. (Priced at the pilot's average cell,
+    on 400 hourly series a GRU cell's global network took 40 s of a 51-s reserve for all
+    four networks, and the fence cut the leaderboard's best network.)"""
+    from ..final.calibration import retrains  # torch: only when rounds may run
+    from ..leaderboard import global_networks_seconds
 
     networks_seconds = global_networks_seconds(
         task, trainer, final, protocol.final_steps, protocol.final_epochs
     )
     plan["leaderboard_networks_seconds"] = round(networks_seconds, 1)  # (result.json)
-    after = LEADERBOARD_SAFETY * networks_seconds
+    retrain = 0.0
+    if final_seconds is not None and retrains(task, final, protocol.length_name):
+        retrain = final_seconds
+    after = LEADERBOARD_SAFETY * (networks_seconds + retrain)
     if not references_done:
         after += plan.get("references_seconds_estimate", 0.0)
-    return min(plan["_final_stage_ends"], plan["_training_ends"] - after)
+    ends = plan["_training_ends"] - after
+    return ends if final_seconds is not None else min(plan["_final_stage_ends"], ends)
 
 
 def plan_run(

@@ -123,7 +123,15 @@ def run_final_stages(
     if plan is not None and not kept.final_cut and "seed_rounds" not in kept.done:
         t_rounds = time.perf_counter()  # the final stage's time left: more seeds
         with shown(progress), clock.timed("seed_rounds"):
-            until = seed_rounds_end(plan, task, trainer, final, protocol, references_done)
+            until = seed_rounds_end(
+                plan,
+                task,
+                trainer,
+                final,
+                protocol,
+                references_done,
+                final_seconds=kept.seconds.get("final_stage"),
+            )
             add_seed_rounds(task, trainer, final, until=until, executor=executor)
         kept.seconds["seed_rounds"] = time.perf_counter() - t_rounds
         kept.done += ("seed_rounds",)
