@@ -137,41 +137,37 @@ def test_a_budgeted_fit_spends_what_its_final_stage_left_on_seeds_and_saves_them
     np.testing.assert_allclose(again.predict_proba(frame), model.predict_proba(frame))
 
 
-def test_the_rounds_leave_the_leaderboards_global_networks_the_time_their_cells_take(
-    setup, monkeypatch
-):
-    """The leaderboard's global networks are timed on their own cells (longer trainings
-    take longer), and the rounds end early enough for them (and for classical references
-    not fitted yet): never later than the plan's end of the final stage, unless the final
-    stage's seconds are measured (then each expert's retrain for its validation outputs
-    counts, at that price)."""
+def test_the_rounds_leave_the_leaderboard_the_time_its_cells_take(setup, monkeypatch):
+    """What the leaderboard trains after the rounds is priced from its own cells, each timed
+    on a few steps: its global networks and, where no tracking run left validation outputs,
+    each expert's retrain on the training split (longer trainings take longer; none for a
+    tracked length). The rounds end that much (and the classical references not fitted yet)
+    before the training's end, whatever the plan reserved."""
     from types import SimpleNamespace
 
     import sgem.leaderboard as leaderboard
-    from sgem.leaderboard import global_networks_seconds
+    from sgem.final.calibration import retrains
+    from sgem.leaderboard import after_rounds_seconds
     from sgem.run.budget import LEADERBOARD_SAFETY, seed_rounds_end
 
     task, trainer, _ = setup
     final = _final(setup, "fixed")
-    short = global_networks_seconds(task, trainer, final, steps=5, epochs=None)
-    long = global_networks_seconds(task, trainer, final, steps=5000, epochs=None)
-    assert 0 < short < long and np.isfinite(long)
-    now = time.perf_counter()
-    plan = {"_final_stage_ends": now + 50.0, "_training_ends": now + 60.0}
-    plan["references_seconds_estimate"] = 7.0
-    protocol = SimpleNamespace(final_steps=5, final_epochs=None)
-    for networks, done in ((4.0, True), (20.0, True), (20.0, False)):
-        monkeypatch.setattr(leaderboard, "global_networks_seconds", lambda *a, s=networks: s)
-        got = seed_rounds_end(plan, task, trainer, final, protocol, references_done=done)
-        after = LEADERBOARD_SAFETY * networks + (0.0 if done else 7.0)
-        assert got - now == pytest.approx(min(50.0, 60.0 - after))
-        assert (got - now < 50.0) == (networks == 20.0)  # the plan's end, or earlier
-    # with the final stage's measured seconds, what follows is measured too: the global
-    # networks and each expert's retrain on the training split (`retrains`), not the plan
-    from sgem.final.calibration import retrains
-
     assert retrains(task, final, "fixed")
-    monkeypatch.setattr(leaderboard, "global_networks_seconds", lambda *a: 4.0)
+    short = after_rounds_seconds(task, trainer, final, 5, None, "fixed")
+    long = after_rounds_seconds(task, trainer, final, 5000, None, "fixed")
+    assert 0 < short["networks"] < long["networks"] and np.isfinite(long["networks"])
+    assert short["retrains"] > 0 and np.isfinite(short["retrains"])  # its own steps (8)
+    assert long["retrains"] == pytest.approx(short["retrains"], rel=1.0)  # not the networks'
+    tracked = _final(setup, "validation-warm-norefit")
+    length = "validation-warm-norefit"
+    assert after_rounds_seconds(task, trainer, tracked, 5, None, length)["retrains"] == 0.0
+    now = time.perf_counter()
+    plan = {"_training_ends": now + 60.0, "references_seconds_estimate": 7.0}
     protocol = SimpleNamespace(final_steps=5, final_epochs=None, length_name="fixed")
-    got = seed_rounds_end(plan, task, trainer, final, protocol, True, final_seconds=2.0)
-    assert got - now == pytest.approx(60.0 - LEADERBOARD_SAFETY * (4.0 + 2.0))  # past 50
+    for networks, retrain, done in ((4.0, 2.0, True), (20.0, 0.0, True), (20.0, 2.0, False)):
+        priced = {"networks": networks, "retrains": retrain}
+        monkeypatch.setattr(leaderboard, "after_rounds_seconds", lambda *a, p=priced: p)
+        got = seed_rounds_end(plan, task, trainer, final, protocol, references_done=done)
+        after = LEADERBOARD_SAFETY * (networks + retrain) + (0.0 if done else 7.0)
+        assert got - now == pytest.approx(60.0 - after)
+        assert plan["leaderboard_retrains_seconds"] == retrain

@@ -24,6 +24,7 @@ trainings cost about one final retrain on 80 % of the data (tiny for tables);
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,8 @@ from ..moe.calibration import (
 )
 from ..moe.scoring import in_target_units
 from ..random_streams import expert_seed
+from ..space.arch import Arch
+from ..train.step_probe import StepCost
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
 from .expert_fit import steps_for_epochs
@@ -113,22 +116,15 @@ def _train_only(task, trainer, final, seed, rule, epochs, k, region, data, start
     """Expert k trained once more on its region's training samples with the final protocol's
     recipe (`data`: train x, train y, validation x on the device; `starts`: the warm starts
     made so far, by cell); its outputs on the region's validation samples, float64."""
-    report, dev, arch = final.report, trainer.device, final.architectures[k]
+    dev, arch = trainer.device, final.architectures[k]
     x_tr, y_tr, x_va = data
     tr, va = region[task.train.cluster], region[task.val.cluster]
-    tracked = (report.final_length or [None] * (k + 1))[k]
+    steps, warm = _retrain_steps(task, trainer, final, rule, epochs, k, region)
     init = None
-    if tracked is not None:
-        steps = int(tracked["best_step"])
-    elif epochs is not None:
-        steps = steps_for_epochs(int(tr.sum()), epochs, trainer.config.batch_size)
-    else:
-        steps = int(report.steps[k])
-    if rule is not None and rule.warm_start and needs_warm_start(region):
+    if warm:
         if arch.key not in starts:
             starts[arch.key] = _global_state(task, trainer, final, arch, seed, x_tr, y_tr)
         init = starts[arch.key]
-        steps = steps if tracked is not None else 0  # untracked: the start as is
     sel = torch.as_tensor(tr, device=dev)
     net = trainer.fit(
         arch, x_tr[sel], y_tr[sel], seed=expert_seed(seed, k), steps=steps, init_state=init
@@ -166,13 +162,65 @@ def _kept_output(final, k: int, va: np.ndarray) -> np.ndarray | None:
     return kept if kept is not None and len(kept) == int(va.sum()) else None
 
 
+def _retrain_steps(task, trainer, final, rule, epochs, k, region) -> tuple[int, bool]:
+    """(optimiser steps, whether it fine-tunes its cell's global network) of expert k's
+    retrain on its region's training samples (`_train_only`)."""
+    report = final.report
+    tracked = (report.final_length or [None] * (k + 1))[k]
+    if tracked is not None:
+        steps = int(tracked["best_step"])
+    elif epochs is not None:
+        n = int(region[task.train.cluster].sum())
+        steps = steps_for_epochs(n, epochs, trainer.config.batch_size)
+    else:
+        steps = int(report.steps[k])
+    warm = rule is not None and rule.warm_start and needs_warm_start(region)
+    if warm and tracked is None:  # untracked: the start as is
+        steps = 0
+    return steps, bool(warm)
+
+
+def _global_steps(final, arch) -> int:
+    """The steps of `arch`'s global network that a warm-started retrain fine-tunes."""
+    tracked = (final.report.global_networks or {}).get(arch.key)
+    steps = int(tracked["best_step"]) if tracked else int(max(s or 0 for s in final.report.steps))
+    return max(steps, 1)
+
+
+def retrain_seconds(
+    task: ClusteredTask,
+    trainer: Trainer,
+    final,
+    length: str,
+    epochs: float | None,
+    cost_of: Callable[[Arch], StepCost],
+) -> float:
+    """What `validation_outputs` will train, in seconds: each expert's retrain on its
+    region's training samples (and each warm start's global network once), at its cell's
+    timed step cost `cost_of(cell)`; 0 where the final networks or their tracking runs
+    already hold the outputs (`retrains`)."""
+    if not retrains(task, final, length):
+        return 0.0
+    rule = resolve_length(length)
+    total, warmed = 0.0, set()
+    for k, region, va in _validated_experts(task, final):
+        if _kept_output(final, k, va) is not None:
+            continue
+        arch = final.architectures[k]
+        steps, warm = _retrain_steps(task, trainer, final, rule, epochs, k, region)
+        if warm and arch.key not in warmed:
+            warmed.add(arch.key)
+            total += cost_of(arch).seconds(_global_steps(final, arch))
+        total += cost_of(arch).seconds(steps)
+    return total
+
+
 def _global_state(task, trainer, final, arch, seed, x_tr, y_tr) -> dict:
     """The global network of `arch` (every cluster) trained on the training samples for its
     tracking run's best step count: what a warm-started expert's tracking run fine-tuned."""
     every = np.ones(task.n_clusters, dtype=bool)
-    tracked = (final.report.global_networks or {}).get(arch.key)
-    steps = int(tracked["best_step"]) if tracked else int(max(s or 0 for s in final.report.steps))
-    net = trainer.fit(arch, x_tr, y_tr, seed=job_seed(seed, arch, every), steps=max(steps, 1))
+    steps = _global_steps(final, arch)
+    net = trainer.fit(arch, x_tr, y_tr, seed=job_seed(seed, arch, every), steps=steps)
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 
@@ -362,6 +410,7 @@ __all__ = [
     "FinalCalibration",
     "calibrate_final",
     "holdout_label",
+    "retrain_seconds",
     "split_outputs",
     "validation_outputs",
 ]

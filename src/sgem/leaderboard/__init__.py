@@ -3,13 +3,14 @@ and the models a user would otherwise pick, scored where no choice was made, and
 that is saved (`compete`)."""
 
 from .board import greedy_ensemble, mixture_nll
-from .contest import Contest, compete, global_networks_seconds, selective_routing
+from .contest import Contest, compete, selective_routing
 from .frame import leaderboard_frame, leaderboard_lines
+from .members import after_rounds_seconds
 
 __all__ = [
     "Contest",
+    "after_rounds_seconds",
     "compete",
-    "global_networks_seconds",
     "greedy_ensemble",
     "leaderboard_frame",
     "leaderboard_lines",

@@ -42,8 +42,9 @@ from .board import (
 )
 from .combining import combine_within, entry, fitted_of, test_of, untrained_experts, val_of
 from .members import (
+    GLOBAL_CELLS,
     GlobalNetwork,
-    global_network_seconds,
+    leaderboard_cells,
     network_out_of_fold,
     reference_budget,
     reference_methods,
@@ -53,8 +54,6 @@ from .table_members import folded_table
 
 #: the report's word where the run's `combine: false` kept the combination out
 COMBINATION_OFF = "off (combine: false, --no-combination): the MoE is saved"
-#: how many of the experts' cells (largest regions first) get a global network
-GLOBAL_CELLS = 2
 #: a cluster keeps its own expert only where the expert's validation NLL is lower than the
 #: global network's by this many standard errors of the paired difference
 MARGIN_SE = 2.0
@@ -116,7 +115,7 @@ def compete(
         )
     moe_test = split_outputs(final.moe, task.test, trainer.device)
     moe = entry("sgem MoE (searched)", seed, moe_val, moe_test)
-    cells = _cells(final, task)
+    cells = leaderboard_cells(final, task)
     globals_ = [GlobalNetwork(c).fit_evaluate(task, budget) for c in cells]
     if refs is None:
         refs = [m.fit_evaluate(task, budget) for m in reference_methods(trainer.space)]
@@ -270,27 +269,6 @@ def _on_same_windows(task, board: list[dict], members, moe_test, seed: int, crps
             row["moe_on_same_windows"] = mine
             if "crps" in mine:
                 row["note"] += f"; the MoE's holdout CRPS on the same windows {mine['crps']:.4f}"
-
-
-def _cells(final, task: ClusteredTask) -> list:
-    """The experts' distinct cells, largest region first (at most `GLOBAL_CELLS`)."""
-    sizes = np.bincount(
-        np.asarray(final.assignment), weights=task.cluster_sizes, minlength=len(final.architectures)
-    )
-    order = np.argsort(-sizes, kind="stable")
-    cells = [final.architectures[k] for k in order if sizes[k] > 0]
-    return list(dict.fromkeys(cells))[:GLOBAL_CELLS]
-
-
-def global_networks_seconds(
-    task: ClusteredTask, trainer: Trainer, final, steps: int, epochs: float | None
-) -> float:
-    """What `compete`'s global networks will take, timed on their own cells: a budget's
-    seed rounds leave them that (`sgem.run.budget.seed_rounds_end`). (Priced at the pilot's
-    average cell, 51 s were left where a GRU cell on 400 hourly series took 40 s for one of
-    its two networks, and the budget's fence cut the best network of the leaderboard.)"""
-    cells = _cells(final, task)
-    return sum(global_network_seconds(task, trainer, c, steps, epochs) for c in cells)
 
 
 def _nll(out: np.ndarray, task: ClusteredTask, has: np.ndarray) -> float:
@@ -484,7 +462,6 @@ __all__ = [
     "GLOBAL_CELLS",
     "Contest",
     "compete",
-    "global_networks_seconds",
     "per_cluster_validation",
     "selective_routing",
 ]

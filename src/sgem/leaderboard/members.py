@@ -34,6 +34,7 @@ from torch import nn
 
 from ..data.task import ClusteredTask, Split
 from ..execution.jobs import job_seed
+from ..final.calibration import retrain_seconds
 from ..final.expert_fit import steps_for_epochs, train_val_tensors
 from ..final.length import resolve_length
 from ..methods.budget import MethodBudget
@@ -43,6 +44,7 @@ from ..moe.averaged import AveragedExpert
 from ..space.arch import Arch, CellSpace
 from ..space.tabular import TabularSpace
 from ..space.timeseries import TimeSeriesSpace
+from ..train.step_probe import StepCost, step_cost
 from ..train.time_fence import fence, fence_passed
 from ..train.trainer import Trainer
 from .boosting_settings import tuning_seconds
@@ -186,31 +188,65 @@ class GlobalNetwork:
         )
 
 
-#: optimiser steps a global network's cell is timed on (beyond two that pay its set-up)
-PROBE_STEPS = 8
+#: how many of the experts' cells (largest regions first) get a global network
+GLOBAL_CELLS = 2
 
 
 def global_network_seconds(
-    task: ClusteredTask, trainer: Trainer, cell: Arch, steps: int, epochs: float | None
+    task: ClusteredTask,
+    trainer: Trainer,
+    cell: Arch,
+    steps: int,
+    epochs: float | None,
+    cost: StepCost,
 ) -> float:
     """What `GlobalNetwork(cell)` will take on `task`: its two trainings (training split,
-    then train + validation) priced from a few optimiser steps of `cell`, timed (the
-    set-up from a two-step training, each step from `PROBE_STEPS` more)."""
-    x_tr = torch.as_tensor(task.train.x, dtype=torch.float32, device=trainer.device)
-    y_tr = torch.as_tensor(task.train.y, device=trainer.device)
-    took = []
-    for n in (2, 2 + PROBE_STEPS):
-        start = time.perf_counter()
-        trainer.fit(cell, x_tr, y_tr, seed=0, steps=n)
-        if x_tr.device.type == "cuda":  # (CUDA returns before its queued steps are done)
-            torch.cuda.synchronize(x_tr.device)
-        took.append(time.perf_counter() - start)
-    per_step = (took[1] - took[0]) / PROBE_STEPS
-    if per_step <= 0:  # timing noise: every second of the longer probe counted as steps
-        per_step = took[1] / (2 + PROBE_STEPS)
-    set_up = max(took[0] - 2 * per_step, 0.0)
+    then train + validation) at `cost`, the cell's timed step cost (`step_cost`)."""
     sizes = (len(task.train), len(task.train) + len(task.val))
-    return 2 * set_up + per_step * sum(_steps(trainer, n, steps, epochs) for n in sizes)
+    return 2 * cost.set_up + cost.per_step * sum(_steps(trainer, n, steps, epochs) for n in sizes)
+
+
+def leaderboard_cells(final, task: ClusteredTask) -> list[Arch]:
+    """The cells of the leaderboard's global networks: the experts' distinct cells, largest
+    region first (at most `GLOBAL_CELLS`)."""
+    sizes = np.bincount(
+        np.asarray(final.assignment), weights=task.cluster_sizes, minlength=len(final.architectures)
+    )
+    order = np.argsort(-sizes, kind="stable")
+    cells = [final.architectures[k] for k in order if sizes[k] > 0]
+    return list(dict.fromkeys(cells))[:GLOBAL_CELLS]
+
+
+def after_rounds_seconds(
+    task: ClusteredTask,
+    trainer: Trainer,
+    final,
+    steps: int,
+    epochs: float | None,
+    length: str,
+) -> dict[str, float]:
+    """What the leaderboard trains after a budget's seed rounds, in seconds, each cell timed
+    once on a few optimiser steps (`sgem.train.step_probe`): its global networks
+    ("networks") and each expert's retrain for its out-of-sample validation outputs
+    ("retrains", none where tracking runs left them: `sgem.final.calibration.retrain_seconds`).
+    (Priced at the pilot's average cell, 51 s were left where a GRU cell on 400 hourly
+    series took 40 s for one of its two networks, and the budget's fence cut the best
+    network of the leaderboard.)"""
+    x = torch.as_tensor(task.train.x, dtype=torch.float32, device=trainer.device)
+    y = torch.as_tensor(task.train.y, device=trainer.device)
+    costs: dict[str, StepCost] = {}
+
+    def cost_of(cell: Arch) -> StepCost:
+        if cell.key not in costs:
+            costs[cell.key] = step_cost(trainer, cell, x, y)
+        return costs[cell.key]
+
+    networks = sum(
+        global_network_seconds(task, trainer, c, steps, epochs, cost_of(c))
+        for c in leaderboard_cells(final, task)
+    )
+    retrains = retrain_seconds(task, trainer, final, length, epochs, cost_of)
+    return {"networks": networks, "retrains": retrains}
 
 
 def network_out_of_fold(
@@ -250,9 +286,12 @@ def network_out_of_fold(
 
 
 __all__ = [
+    "GLOBAL_CELLS",
     "MAX_NETWORK_OUT_OF_FOLD_ROWS",
     "GlobalNetwork",
+    "after_rounds_seconds",
     "global_network_seconds",
+    "leaderboard_cells",
     "network_out_of_fold",
     "reference_budget",
     "reference_methods",

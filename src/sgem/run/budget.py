@@ -265,59 +265,46 @@ def replan_final(
 
 
 def final_stage_ends(plan: dict, references_done: bool) -> float:
-    """When the final stage and the seed rounds after it must end (a `time.perf_counter()`
-    value): the training's end less the leaderboard's estimates (and the references', where
-    they are still to fit). Sets `plan["_final_stage_ends"]`, where `seed_rounds_end` reads
-    it (a resumed run whose final MoE was kept sets it here without replanning)."""
+    """When the final stage must end as planned (a `time.perf_counter()` value): the
+    training's end less the plan's estimate of the leaderboard (and the references', where
+    they are still to fit). Its seed rounds end where measured costs say
+    (`seed_rounds_end`)."""
     ratio = plan.get("searched_cost_ratio", 1.0)  # the searched cells' cost, measured
     ends = plan["_training_ends"] - ratio * plan.get("after_final_seconds_estimate", 0.0)
     if not references_done:
         ends -= plan.get("references_seconds_estimate", 0.0)
-    plan["_final_stage_ends"] = ends
     return ends
 
 
 def seed_rounds_end(
-    plan: dict,
-    task: ClusteredTask,
-    trainer,
-    final,
-    protocol,
-    references_done: bool,
-    final_seconds: float | None = None,
+    plan: dict, task: ClusteredTask, trainer, final, protocol, references_done: bool
 ) -> float:
     """When a budget's seed rounds must end (a `time.perf_counter()` value): early enough
-    for what follows them, as measured on this run. The leaderboard trains a global network
-    of each of `final`'s cells (timed on their own cells,
-    `sgem.leaderboard.global_networks_seconds`, at `protocol`'s lengths) and, where no
-    tracking run left them, each expert once more on the training split for its
-    out-of-sample validation outputs (`sgem.final.calibration.retrains`: about what the
-    final stage took, `final_seconds`); `LEADERBOARD_SAFETY` times both are left. Without
-    `final_seconds`, never later than where the final stage's plan left them to
-    (`replan_final`).
+    for what the leaderboard trains after them, `LEADERBOARD_SAFETY` times its price from
+    this run's own cells, each timed on a few optimiser steps
+    (`sgem.leaderboard.after_rounds_seconds`, at `protocol`'s lengths): a global network of
+    each of `final`'s cells and, where no tracking run left them, each expert's retrain on
+    the training split for its out-of-sample validation outputs; and the classical
+    references where they are still to fit.
 
-    Why measured: the plan prices what follows the final stage at the pilot's candidate
-    training, which also pays the candidates' validation evaluations and was planned at the
-    configured final steps. On 120 daily weather series at 2 minutes it reserved 58 s for a
-    leaderboard that took 20 s (the final stage had been cut to a fifth of its steps), and
-    the fit ended at 96 s of 120 with no seed round. (Priced at the pilot's average cell,
-    on 400 hourly series a GRU cell's global network took 40 s of a 51-s reserve for all
-    four networks, and the fence cut the leaderboard's best network.)"""
-    from ..final.calibration import retrains  # torch: only when rounds may run
-    from ..leaderboard import global_networks_seconds
+    Why not the plan's reserve: it prices what follows the final stage at the pilot's
+    candidate training, which also pays the candidates' validation evaluations and was
+    planned at the configured final steps. On 120 daily weather series at 2 minutes it
+    reserved 58 s for a leaderboard that took 20 s (the final stage was planned again at a
+    fifth of its steps), and the fit ended at 96 s of 120 with no seed round; the final
+    stage's own seconds as the retrains' price (they include its scoring) left the M3
+    yearly file's 60-s fit no round for a 10-s leaderboard."""
+    from ..leaderboard import after_rounds_seconds  # torch: only when rounds may run
 
-    networks_seconds = global_networks_seconds(
-        task, trainer, final, protocol.final_steps, protocol.final_epochs
+    seconds = after_rounds_seconds(
+        task, trainer, final, protocol.final_steps, protocol.final_epochs, protocol.length_name
     )
-    plan["leaderboard_networks_seconds"] = round(networks_seconds, 1)  # (result.json)
-    retrain = 0.0
-    if final_seconds is not None and retrains(task, final, protocol.length_name):
-        retrain = final_seconds
-    after = LEADERBOARD_SAFETY * (networks_seconds + retrain)
+    plan["leaderboard_networks_seconds"] = round(seconds["networks"], 1)  # (result.json)
+    plan["leaderboard_retrains_seconds"] = round(seconds["retrains"], 1)
+    after = LEADERBOARD_SAFETY * (seconds["networks"] + seconds["retrains"])
     if not references_done:
         after += plan.get("references_seconds_estimate", 0.0)
-    ends = plan["_training_ends"] - after
-    return ends if final_seconds is not None else min(plan["_final_stage_ends"], ends)
+    return plan["_training_ends"] - after
 
 
 def plan_run(

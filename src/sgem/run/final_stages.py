@@ -24,7 +24,7 @@ from ..search.sgem import SearchResult
 from ..space.arch import CellSpace
 from ..train.time_fence import fence_passed
 from ..train.trainer import Trainer
-from .budget import final_stage_ends, replan_final, seed_rounds_end
+from .budget import replan_final, seed_rounds_end
 from .budget_clock import BudgetClock
 from .kept_final import FINAL_FILE, KeptFinal, final_key, read_final, write_final
 from .kept_leaderboard import LEADERBOARD_FILE, forget_leaderboard
@@ -34,7 +34,11 @@ from .rundir import RunDirectory
 log = logging.getLogger(__name__)
 
 #: what a budget's plan records in the final stages (kept with the final MoE for result.json)
-_PLAN_RECORDS = ("final_stage_replanned", "leaderboard_networks_seconds")
+_PLAN_RECORDS = (
+    "final_stage_replanned",
+    "leaderboard_networks_seconds",
+    "leaderboard_retrains_seconds",
+)
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,6 @@ def run_final_stages(
         log.info("the final MoE kept after its %s is read back", kept.done[-1].replace("_", " "))
         if plan is not None:
             plan.update(kept.plan_records)
-            final_stage_ends(plan, references_done)  # (where the seed rounds end)
     final, protocol = kept.final, kept.protocol
     if "references" not in kept.done:
         t_ref = time.perf_counter()
@@ -123,15 +126,7 @@ def run_final_stages(
     if plan is not None and not kept.final_cut and "seed_rounds" not in kept.done:
         t_rounds = time.perf_counter()  # the final stage's time left: more seeds
         with shown(progress), clock.timed("seed_rounds"):
-            until = seed_rounds_end(
-                plan,
-                task,
-                trainer,
-                final,
-                protocol,
-                references_done,
-                final_seconds=kept.seconds.get("final_stage"),
-            )
+            until = seed_rounds_end(plan, task, trainer, final, protocol, references_done)
             add_seed_rounds(task, trainer, final, until=until, executor=executor)
         kept.seconds["seed_rounds"] = time.perf_counter() - t_rounds
         kept.done += ("seed_rounds",)
