@@ -286,51 +286,6 @@ def finalise(
     return chosen, final, losses, selection
 
 
-def finalise_without_iterations(
-    ledger: Ledger,
-    geometry: np.ndarray,
-    archs: list[Arch],
-    sizes: np.ndarray,
-    val_sizes: np.ndarray,
-    iteration: int,
-) -> tuple[np.ndarray, list[Arch], list[float | None], dict]:
-    """The return rule when the EM loop ran no iteration (a time budget's deadline came
-    during the initial design): the k-means split of the centroids, each region trained
-    with its `champions` (the cells of best measured value on it in the initial design; the
-    random incumbent where no training covers it), and each expert the best of them.
-
-    Why: the final iterate is then the random start, not a search result, and every second
-    the finalisation takes is the final stage's. On 120 daily weather series at a 2-minute
-    budget, the usual finalisation (both partitions, each region with three or four cells)
-    trained 34 candidates in 47 s, and the fence cut two final experts at 24 and 57 of 100
-    steps."""
-    chosen = np.asarray(geometry)
-    jobs: list[Job] = []
-    for k, incumbent in enumerate(archs):
-        region = chosen == k
-        if region.any():
-            jobs += [(a, region, "refit") for a in champions(ledger, region, sizes) or [incumbent]]
-    ledger.train(jobs, iteration)
-    final, losses = _best_per_region(ledger, chosen, archs, val_sizes)
-    row = {
-        "partition": [int(v) for v in chosen],
-        "first_visited_at_iteration": 0,
-        "screening_objective": None,
-        "measured_objective": partition_value(ledger, chosen, sizes, len(archs)),
-        "geometry": True,
-        "chosen": True,
-    }
-    selection = {
-        "rule": "no EM iteration ran: the k-means split of the centroids, each region with "
-        "the cells of best measured value on it in the initial design",
-        "region_trainings": len(jobs),
-        "finalists": [row],
-        "geometry_test": None,
-        "equals_final_iterate": False,
-    }
-    return chosen, final, losses, selection
-
-
 def _aligned(partition: Partition, final_assignment: np.ndarray, n_experts: int) -> Partition:
     """`partition` relabelled to overlap most with the final iterate's experts."""
     aligned = align_labels(np.asarray(partition), np.asarray(final_assignment), n_experts)
@@ -416,7 +371,6 @@ __all__ = [
     "GEOMETRY_MARGIN",
     "canonical_partition",
     "finalise",
-    "finalise_without_iterations",
     "geometry_test",
     "partition_value",
     "ranked_on_region",
