@@ -199,9 +199,9 @@ def retrain_seconds(
     region's training samples (and each warm start's global network once), at its cell's
     timed step cost `cost_of(cell)`; 0 where the final networks or their tracking runs
     already hold the outputs (`retrains`)."""
-    if not retrains(task, final, length):
-        return 0.0
     rule = resolve_length(length)
+    if rule is not None and not rule.refit:  # the final networks never saw validation
+        return 0.0
     total, warmed = 0.0, set()
     for k, region, va in _validated_experts(task, final):
         if _kept_output(final, k, va) is not None:

@@ -203,7 +203,7 @@ def global_network_seconds(
     """What `GlobalNetwork(cell)` will take on `task`: its two trainings (training split,
     then train + validation) at `cost`, the cell's timed step cost (`step_cost`)."""
     sizes = (len(task.train), len(task.train) + len(task.val))
-    return 2 * cost.set_up + cost.per_step * sum(_steps(trainer, n, steps, epochs) for n in sizes)
+    return sum(cost.seconds(_steps(trainer, n, steps, epochs)) for n in sizes)
 
 
 def leaderboard_cells(final, task: ClusteredTask) -> list[Arch]:
